@@ -1,0 +1,206 @@
+//! What an assistant offers: domain agents, tools, typed parameters, messages, tenant access.
+//! Pure data the engine reads; `crate::config` builds it from YAML and validates it.
+
+use std::collections::BTreeMap;
+
+use crate::domain::locale::Locale;
+use crate::domain::parameter::ParameterKind;
+
+/// A text in every supported locale.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Localized {
+    pub en: String,
+    pub pt_br: String,
+}
+
+impl Localized {
+    pub fn get(&self, locale: Locale) -> &str {
+        match locale {
+            Locale::En => &self.en,
+            Locale::PtBr => &self.pt_br,
+        }
+    }
+}
+
+/// One typed parameter of a tool.
+#[derive(Debug, Clone)]
+pub struct ParameterSpec {
+    pub name: String,
+    pub kind: ParameterKind,
+    pub required: bool,
+    pub label: Localized,
+    /// A short example of a valid value, used when asking again after an invalid one.
+    pub example: Option<String>,
+}
+
+/// What happens after `max_attempts` invalid values (MG-4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnAttemptsExhausted {
+    Clarify,
+    Handoff,
+}
+
+/// One domain tool (a transaction runs exactly one).
+#[derive(Debug, Clone)]
+pub struct Tool {
+    pub name: String,
+    pub agent: String,
+    pub description: String,
+    pub title: Localized,
+    pub parameters: Vec<ParameterSpec>,
+    pub confirmation: bool,
+    pub pre_validation: bool,
+    pub max_attempts: u32,
+    pub on_attempts_exhausted: OnAttemptsExhausted,
+}
+
+impl Tool {
+    pub fn parameter(&self, name: &str) -> Option<&ParameterSpec> {
+        self.parameters.iter().find(|p| p.name == name)
+    }
+}
+
+/// A domain agent the router can pick.
+#[derive(Debug, Clone)]
+pub struct DomainAgent {
+    pub name: String,
+    pub description: String,
+}
+
+/// Which tools a tenant may use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolAccess {
+    All,
+    Only(Vec<String>),
+}
+
+/// A tenant rule: `tenant` is an id or `*` (every tenant). An exact id wins over `*`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantRule {
+    pub tenant: String,
+    pub tools: ToolAccess,
+}
+
+/// Reply templates of one locale. Placeholders: `{label}`, `{labels}`, `{value}`, `{example}`,
+/// `{tool}`, `{arguments}`, `{reason}`, `{agent}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageSet {
+    pub ask_parameters: String,
+    pub invalid_value: String,
+    pub attempts_exhausted: String,
+    pub confirm: String,
+    pub completed: String,
+    pub failed: String,
+    pub cancelled: String,
+    pub declined: String,
+    pub interrupted: String,
+    pub expired: String,
+    pub not_eligible: String,
+    pub not_offered: String,
+    pub out_of_scope: String,
+    pub clarify: String,
+    pub routed: String,
+    pub nothing_to_confirm: String,
+    pub nothing_to_cancel: String,
+    pub human_handoff: String,
+    pub handoff_pending: String,
+    pub end_session: String,
+}
+
+/// A deployed assistant (`agent_id` of the conversation identity).
+#[derive(Debug, Clone)]
+pub struct Assistant {
+    pub agent_id: String,
+    pub tenants: Vec<TenantRule>,
+    pub agents: BTreeMap<String, DomainAgent>,
+    pub tools: BTreeMap<String, Tool>,
+    pub messages: BTreeMap<Locale, MessageSet>,
+    pub default_locale: Locale,
+    /// Model profile names the router and the interpreter use.
+    pub router_profile: String,
+    pub interpreter_profile: String,
+}
+
+impl Assistant {
+    /// The rule that applies to `tenant_id`, if this assistant serves it at all.
+    pub fn tenant_rule(&self, tenant_id: &str) -> Option<&TenantRule> {
+        self.tenants
+            .iter()
+            .find(|r| r.tenant == tenant_id)
+            .or_else(|| self.tenants.iter().find(|r| r.tenant == "*"))
+    }
+
+    pub fn serves(&self, tenant_id: &str) -> bool {
+        self.tenant_rule(tenant_id).is_some()
+    }
+
+    /// Whether `tool` is offered to `tenant_id` (LC-1: otherwise OUT_OF_SCOPE).
+    pub fn offers(&self, tenant_id: &str, tool: &str) -> bool {
+        match self.tenant_rule(tenant_id).map(|r| &r.tools) {
+            Some(ToolAccess::All) => true,
+            Some(ToolAccess::Only(list)) => list.iter().any(|t| t == tool),
+            None => false,
+        }
+    }
+
+    pub fn messages(&self, locale: Locale) -> &MessageSet {
+        self.messages
+            .get(&locale)
+            .or_else(|| self.messages.get(&self.default_locale))
+            .or_else(|| self.messages.values().next())
+            .expect("config validation guarantees at least one message set")
+    }
+}
+
+/// Every assistant this worker serves, by `agent_id`.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    pub assistants: BTreeMap<String, Assistant>,
+}
+
+impl Catalog {
+    pub fn assistant(&self, agent_id: &str) -> Option<&Assistant> {
+        self.assistants.get(agent_id)
+    }
+}
+
+/// Session-control and engine settings, by the seed's environment names (SC-7, ST-6).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub enable_route_stickiness: bool,
+    pub route_stickiness_llm_profile: String,
+    pub route_stickiness_confidence_threshold: f64,
+    pub route_stickiness_history_turns: usize,
+    pub route_stickiness_max_tokens: u32,
+    /// Overrides the English handoff text when set (`HUMAN_HANDOFF_MESSAGE`).
+    pub human_handoff_message: Option<String>,
+    /// Overrides the English end-of-session text when set (`END_SESSION_MESSAGE`).
+    pub end_session_message: Option<String>,
+    pub router_confidence_threshold: f64,
+    pub interpreter_confidence_threshold: f64,
+    pub session_ttl_ms: i64,
+    /// Start the router while the classifier runs (latency over cost); off by default.
+    pub router_speculative: bool,
+}
+
+pub const DEFAULT_HUMAN_HANDOFF_MESSAGE: &str = "I will transfer your request to a person.";
+pub const DEFAULT_END_SESSION_MESSAGE: &str =
+    "The session has ended. Thank you for contacting us.";
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            enable_route_stickiness: true,
+            route_stickiness_llm_profile: "route_continuity".into(),
+            route_stickiness_confidence_threshold: 0.90,
+            route_stickiness_history_turns: 2,
+            route_stickiness_max_tokens: 80,
+            human_handoff_message: None,
+            end_session_message: None,
+            router_confidence_threshold: 0.90,
+            interpreter_confidence_threshold: 0.80,
+            session_ttl_ms: 30 * 60 * 1000,
+            router_speculative: false,
+        }
+    }
+}

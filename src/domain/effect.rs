@@ -1,0 +1,261 @@
+//! What a step asks for (requests), what it is resumed with (answers), and what a finished turn
+//! produces (replies, events, tool calls): all data, executed by the caller.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::domain::decision::{
+    ClassifierDecision, InterpreterDecision, ModelAnswer, ModelFailure, PreValidationResult,
+    RouterDecision, Skill, ToolResult,
+};
+use crate::domain::locale::Locale;
+use crate::domain::state::{AgentState, HistoryEntry};
+use crate::domain::transaction::TransactionStatus;
+use crate::domain::turn::Identity;
+
+/// What the classifier and interpreter are told about the transaction in flight.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TransactionSummary {
+    pub agent: String,
+    pub tool: String,
+    pub status: TransactionStatus,
+    pub arguments: BTreeMap<String, Value>,
+    pub missing_parameters: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClassifierRequest {
+    pub message: String,
+    pub locale: Locale,
+    /// At most `ROUTE_STICKINESS_HISTORY_TURNS` previous turns (SC-8).
+    pub history: Vec<HistoryEntry>,
+    pub active_agent: Option<String>,
+    pub active_transaction: Option<TransactionSummary>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RouterRequest {
+    pub message: String,
+    pub locale: Locale,
+    pub assistant: String,
+    pub active_agent: Option<String>,
+    pub active_transaction: Option<TransactionSummary>,
+}
+
+/// A pending or collected parameter as the interpreter sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ParameterBrief {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub type_name: String,
+    pub label: String,
+    pub required: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InterpreterRequest {
+    pub message: String,
+    pub locale: Locale,
+    pub transaction: TransactionSummary,
+    pub parameters: Vec<ParameterBrief>,
+}
+
+/// A call to a tool endpoint (pre-validation or execution), with its idempotency key (EV-4).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolRequest {
+    pub identity: Identity,
+    pub transaction_id: String,
+    pub tool: String,
+    pub arguments: BTreeMap<String, Value>,
+    pub idempotency_key: String,
+}
+
+/// The next outside answer a step needs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    Classify(ClassifierRequest),
+    Route(RouterRequest),
+    Interpret(InterpreterRequest),
+    PreValidate(ToolRequest),
+    /// LC-4: persist this state (the transaction in EXECUTING) before the tool is called.
+    PersistExecuting(Box<AgentState>),
+    Execute(ToolRequest),
+}
+
+impl Request {
+    pub fn skill(&self) -> Option<Skill> {
+        match self {
+            Request::Classify(_) => Some(Skill::Classifier),
+            Request::Route(_) => Some(Skill::Router),
+            Request::Interpret(_) => Some(Skill::Interpreter),
+            _ => None,
+        }
+    }
+}
+
+/// The answer to a [`Request`], in the same order the requests came.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "answer", rename_all = "snake_case")]
+pub enum Answer {
+    Classifier(ModelAnswer<ClassifierDecision>),
+    Router(ModelAnswer<RouterDecision>),
+    Interpreter(ModelAnswer<InterpreterDecision>),
+    PreValidation(PreValidationResult),
+    Persisted,
+    Tool(ToolResult),
+}
+
+/// CloudEvents `type`s the engine emits, in the contract's order (Events section).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum EventType {
+    #[serde(rename = "transaction.state.inconsistent")]
+    StateInconsistent,
+    #[serde(rename = "transaction.cancelled")]
+    Cancelled,
+    #[serde(rename = "transaction.failed")]
+    Failed,
+    #[serde(rename = "transaction.out_of_scope")]
+    OutOfScope,
+    #[serde(rename = "transaction.completed")]
+    Completed,
+    #[serde(rename = "transaction.started")]
+    Started,
+    #[serde(rename = "session.human_handoff.requested")]
+    HumanHandoffRequested,
+    #[serde(rename = "session.end.requested")]
+    EndRequested,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::StateInconsistent => "transaction.state.inconsistent",
+            EventType::Cancelled => "transaction.cancelled",
+            EventType::Failed => "transaction.failed",
+            EventType::OutOfScope => "transaction.out_of_scope",
+            EventType::Completed => "transaction.completed",
+            EventType::Started => "transaction.started",
+            EventType::HumanHandoffRequested => "session.human_handoff.requested",
+            EventType::EndRequested => "session.end.requested",
+        }
+    }
+
+    pub fn for_terminal(status: TransactionStatus) -> Option<EventType> {
+        match status {
+            TransactionStatus::Completed => Some(EventType::Completed),
+            TransactionStatus::Cancelled => Some(EventType::Cancelled),
+            TransactionStatus::OutOfScope => Some(EventType::OutOfScope),
+            TransactionStatus::Failed => Some(EventType::Failed),
+            _ => None,
+        }
+    }
+}
+
+/// One event: its type and the `data` of the CloudEvent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    #[serde(rename = "type")]
+    pub kind: EventType,
+    pub data: Value,
+}
+
+/// ST-5 diagnoses, also the `reason` label of the inconsistent-state metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Inconsistency {
+    StatusWithoutTransaction,
+    ToolNotConfigured,
+}
+
+impl Inconsistency {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Inconsistency::StatusWithoutTransaction => "status_without_transaction",
+            Inconsistency::ToolNotConfigured => "tool_not_configured",
+        }
+    }
+}
+
+/// A model decision that did not count, and why (SC-2; metrics `reason` label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FallbackReason {
+    LowConfidence,
+    InvalidJson,
+    Timeout,
+    Error,
+    /// The answer named an agent or tool the assistant does not have.
+    UnknownTarget,
+}
+
+impl FallbackReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FallbackReason::LowConfidence => "low_confidence",
+            FallbackReason::InvalidJson => "invalid_json",
+            FallbackReason::Timeout => "timeout",
+            FallbackReason::Error => "error",
+            FallbackReason::UnknownTarget => "unknown_target",
+        }
+    }
+}
+
+impl From<ModelFailure> for FallbackReason {
+    fn from(f: ModelFailure) -> Self {
+        match f {
+            ModelFailure::InvalidJson => FallbackReason::InvalidJson,
+            ModelFailure::Timeout => FallbackReason::Timeout,
+            ModelFailure::Error => FallbackReason::Error,
+        }
+    }
+}
+
+/// A status change applied this turn (for the transitions metric).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Transition {
+    pub from: TransactionStatus,
+    pub to: TransactionStatus,
+}
+
+/// The seed's routing result for this turn (SC-5, SC-6): which agent or global node took it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteDecision {
+    pub route: String,
+    pub intent: Option<String>,
+    pub handoff: bool,
+    pub session_control: Option<String>,
+}
+
+/// A tool execution performed this turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExecutedTool {
+    pub tool: String,
+    pub arguments: BTreeMap<String, Value>,
+    pub idempotency_key: String,
+    pub ok: bool,
+}
+
+/// Everything a finished turn produced. The state is the one to save; the rest is published.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnOutcome {
+    pub state: AgentState,
+    /// True when the turn id was already applied (EV-1): nothing else here is to be published.
+    pub duplicate: bool,
+    pub replies: Vec<String>,
+    pub events: Vec<Event>,
+    pub route: Option<RouteDecision>,
+    pub executed: Vec<ExecutedTool>,
+    pub fallbacks: Vec<(Skill, FallbackReason)>,
+    pub inconsistencies: Vec<Inconsistency>,
+    pub transitions: Vec<Transition>,
+    /// True when a typed parser or the recogniser settled the turn with no model (PR-1, PR-6).
+    pub settled_without_model: bool,
+}
+
+impl TurnOutcome {
+    pub fn reply_text(&self) -> String {
+        self.replies.join("\n")
+    }
+}

@@ -1,0 +1,13 @@
+//! The pure core: state, transactions, typed parameters, precedence and session control.
+//! Nothing here performs I/O, reads a clock or draws a random number.
+
+pub mod catalog;
+pub mod confirmation;
+pub mod decision;
+pub mod effect;
+pub mod engine;
+pub mod locale;
+pub mod parameter;
+pub mod state;
+pub mod transaction;
+pub mod turn;

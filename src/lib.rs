@@ -1,0 +1,40 @@
+//! turnstile: a Kafka-native worker that keeps multi-turn customer-service transactions correct.
+//!
+//! # Layout
+//!
+//! Data flows one way: decode → load → decide → execute effects → save → publish → commit.
+//!
+//! ```text
+//!   inbound turn ──► [pipeline] ── load ──► ports::CheckpointStore
+//!                        │
+//!                        ├── step ──► domain::engine (pure: state + turn + answers → request | outcome)
+//!                        │              ▲        │ Request::{Classify, Route, Interpret,
+//!                        │              │ Answer │          PreValidate, PersistExecuting, Execute}
+//!                        │              └────────┘
+//!                        ├── answers ◄── ports::DecisionModel / ports::ToolGateway
+//!                        └── save, publish replies + events
+//! ```
+//!
+//! | module | what it is |
+//! |---|---|
+//! | [`domain`] | the pure core: [`domain::state`] (`AgentState`, ST), [`domain::transaction`] (lifecycle table, LC), [`domain::parameter`] (typed parsers, MG-4), [`domain::confirmation`] (PR-6 recogniser), [`domain::engine`] (order of evaluation, PR/SC/EV), [`domain::effect`] (requests, answers, events), [`domain::catalog`] (assistants, tools, settings) |
+//! | [`config`] | YAML configuration: agents and tools, session-control settings (seed names), model profiles; validation errors that name file, key and fix |
+//! | [`ports`] | the traits the pipeline needs from outside: `DecisionModel`, `ToolGateway`, `CheckpointStore` |
+//! | [`model`] | model-backed decisions: defensive output parsing, `ScriptedModel` |
+//! | [`tool`] | domain tool endpoints: `ScriptedTools` |
+//! | [`store`] | checkpoint stores: `InMemoryCheckpointStore` |
+//! | [`pipeline`] | drives one turn through the engine, performing each request with the ports |
+//! | [`scenario`] | the conversation-scenario format (`../shared/spec/scenarios.md`) and its runner |
+//!
+//! Contract requirement IDs (ST-1, PR-3, …) are cited in the code and tests that implement them.
+
+#![forbid(unsafe_code)]
+
+pub mod config;
+pub mod domain;
+pub mod model;
+pub mod pipeline;
+pub mod ports;
+pub mod scenario;
+pub mod store;
+pub mod tool;

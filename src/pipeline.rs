@@ -1,0 +1,153 @@
+//! Drives one turn: load → step the engine, performing each request through the ports → save.
+//! Shared by the scenario runner and the Kafka worker, so both run the same flow.
+
+use serde::{Deserialize, Serialize};
+
+use crate::domain::decision::Skill;
+use crate::domain::effect::{Answer, Request, TurnOutcome};
+use crate::domain::engine::{Engine, EngineError, Step};
+use crate::domain::state::{self, AgentState, DecodeStateError};
+use crate::domain::turn::Turn;
+use crate::ports::{CallContext, CheckpointRecord, CheckpointStore, DecisionModel, StoreError, ToolGateway};
+
+/// A turn between its write-ahead (LC-4) and its end: replaying `answers` from `base` reproduces
+/// it exactly, so recovery never asks a model again and re-issues the same idempotency key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InFlightTurn {
+    pub turn_id: String,
+    pub base: AgentState,
+    pub answers: Vec<Answer>,
+}
+
+/// Why a turn could not be processed.
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    /// ST-4: the stored checkpoint cannot be decoded; it is reported, never replaced.
+    #[error("stored checkpoint cannot be decoded: {0}")]
+    Checkpoint(#[from] DecodeStateError),
+    #[error("stored in-flight turn cannot be decoded: {0}")]
+    InFlight(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+/// What processing a turn did.
+#[derive(Debug, Clone)]
+pub struct ProcessedTurn {
+    pub outcome: TurnOutcome,
+    /// Model components actually called for this turn (replayed answers excluded).
+    pub model_calls: Vec<Skill>,
+    /// True when the turn resumed from a write-ahead record (crash recovery).
+    pub recovered: bool,
+}
+
+/// Loads the conversation's checkpoint and decodes it (ST-4).
+pub async fn load_state<S: CheckpointStore>(
+    store: &S,
+    turn: &Turn,
+) -> Result<(AgentState, Option<InFlightTurn>), PipelineError> {
+    let Some(record) = store.load(&turn.identity).await? else {
+        return Ok((AgentState::default(), None));
+    };
+    let state = state::decode(&record.state)?;
+    let in_flight = match record.in_flight {
+        Some(bytes) => Some(
+            serde_json::from_slice::<InFlightTurn>(&bytes)
+                .map_err(|e| PipelineError::InFlight(e.to_string()))?,
+        ),
+        None => None,
+    };
+    Ok((state, in_flight))
+}
+
+/// Processes one turn end to end against the store, the model and the tools.
+pub async fn process_turn<S, M, T>(
+    engine: &Engine<'_>,
+    store: &S,
+    model: &M,
+    tools: &T,
+    turn: &Turn,
+) -> Result<ProcessedTurn, PipelineError>
+where
+    S: CheckpointStore,
+    M: DecisionModel,
+    T: ToolGateway,
+{
+    let (state, in_flight) = load_state(store, turn).await?;
+    let (base, mut answers, recovered) = match in_flight {
+        Some(f) if f.turn_id == turn.turn_id => (f.base, f.answers, true),
+        _ => (state, Vec::new(), false),
+    };
+    let ctx = CallContext {
+        turn_id: &turn.turn_id,
+        turn_at_ms: turn.at_ms,
+    };
+    let mut model_calls = Vec::new();
+    loop {
+        match engine.step(&base, turn, &answers)? {
+            Step::Done(outcome) => {
+                if !outcome.duplicate {
+                    let record = CheckpointRecord {
+                        state: state::encode(&outcome.state),
+                        in_flight: None,
+                    };
+                    store.save(&turn.identity, record).await?;
+                }
+                return Ok(ProcessedTurn {
+                    outcome: *outcome,
+                    model_calls,
+                    recovered,
+                });
+            }
+            Step::Need(request) => {
+                if let Some(skill) = request.skill() {
+                    model_calls.push(skill);
+                }
+                let answer = perform(request, &base, turn, &answers, store, model, tools, ctx).await?;
+                answers.push(answer);
+            }
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn perform<S, M, T>(
+    request: Request,
+    base: &AgentState,
+    turn: &Turn,
+    answers: &[Answer],
+    store: &S,
+    model: &M,
+    tools: &T,
+    ctx: CallContext<'_>,
+) -> Result<Answer, PipelineError>
+where
+    S: CheckpointStore,
+    M: DecisionModel,
+    T: ToolGateway,
+{
+    Ok(match request {
+        Request::Classify(r) => Answer::Classifier(model.classify(&r, ctx).await),
+        Request::Route(r) => Answer::Router(model.route(&r, ctx).await),
+        Request::Interpret(r) => Answer::Interpreter(model.interpret(&r, ctx).await),
+        Request::PreValidate(r) => Answer::PreValidation(tools.pre_validate(&r, ctx).await),
+        Request::Execute(r) => Answer::Tool(tools.execute(&r, ctx).await),
+        Request::PersistExecuting(executing) => {
+            let mut recorded = answers.to_vec();
+            recorded.push(Answer::Persisted);
+            let in_flight = InFlightTurn {
+                turn_id: turn.turn_id.clone(),
+                base: base.clone(),
+                answers: recorded,
+            };
+            let record = CheckpointRecord {
+                state: state::encode(&executing),
+                in_flight: Some(serde_json::to_vec(&in_flight).unwrap_or_default()),
+            };
+            store.save(&turn.identity, record).await?;
+            Answer::Persisted
+        }
+    })
+}

@@ -1,0 +1,282 @@
+//! Runs scenario files in process: the real engine and pipeline, a scripted model, scripted
+//! tools and an in-memory store that keeps nothing but checkpoint bytes across a `restart`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use crate::config::{agents::load_catalog, settings::apply_overrides};
+use crate::domain::catalog::{Catalog, Settings};
+use crate::domain::engine::Engine;
+use crate::domain::turn::{Turn, TurnInput};
+use crate::model::ScriptedModel;
+use crate::pipeline::{process_turn, ProcessedTurn};
+use crate::scenario::format::{load_scenario, Scenario, ScenarioTurn, TurnInputSpec};
+use crate::scenario::matcher;
+use crate::store::InMemoryCheckpointStore;
+use crate::tool::ScriptedTools;
+
+/// The scenario clock starts here (2026-01-01T00:00:00Z); each turn adds its `after`.
+pub const SCENARIO_EPOCH_MS: i64 = 1_767_225_600_000;
+
+/// The config a scenario uses when it names none.
+pub const DEFAULT_CONFIG: &str = "config/agents.example.yaml";
+
+/// One scenario's verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScenarioResult {
+    pub file: String,
+    pub name: String,
+    /// None when it passed; else where and why it failed.
+    pub failure: Option<String>,
+}
+
+/// All verdicts of a run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunReport {
+    pub results: Vec<ScenarioResult>,
+}
+
+impl RunReport {
+    pub fn passed(&self) -> usize {
+        self.results.iter().filter(|r| r.failure.is_none()).count()
+    }
+
+    pub fn failed(&self) -> usize {
+        self.results.len() - self.passed()
+    }
+
+    /// A line per scenario, failure details indented, and the closing `N passed, M failed`.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for r in &self.results {
+            match &r.failure {
+                None => out.push_str(&format!("ok   {} ({})\n", r.name, r.file)),
+                Some(why) => {
+                    out.push_str(&format!("FAIL {} ({})\n", r.name, r.file));
+                    for line in why.lines() {
+                        out.push_str(&format!("     {line}\n"));
+                    }
+                }
+            }
+        }
+        out.push_str(&format!("{} passed, {} failed\n", self.passed(), self.failed()));
+        out
+    }
+}
+
+/// Every `.yaml`/`.yml` file under the given files or folders, sorted, folders recursively.
+pub fn collect_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    let mut files = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            walk(p, &mut files).map_err(|e| format!("{}: cannot read folder: {e}", p.display()))?;
+        } else if p.is_file() {
+            files.push(p.clone());
+        } else {
+            return Err(format!("{}: no such file or folder", p.display()));
+        }
+    }
+    Ok(files)
+}
+
+fn walk(dir: &Path, files: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            walk(&p, files)?;
+        } else if matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml")) {
+            files.push(p);
+        }
+    }
+    Ok(())
+}
+
+/// Runs every scenario under `paths`; `config` paths resolve from the current directory.
+pub fn run_paths(paths: &[PathBuf]) -> Result<RunReport, String> {
+    let files = collect_files(paths)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let mut catalogs: BTreeMap<String, Result<Catalog, String>> = BTreeMap::new();
+    let mut report = RunReport::default();
+    for file in files {
+        let result = match load_scenario(&file) {
+            Err(e) => ScenarioResult {
+                file: file.display().to_string(),
+                name: file
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                failure: Some(e.to_string()),
+            },
+            Ok(scenario) => {
+                let failure = runtime.block_on(run_scenario(&scenario, &mut catalogs)).err();
+                ScenarioResult {
+                    file: scenario.file.clone(),
+                    name: scenario.name.clone(),
+                    failure,
+                }
+            }
+        };
+        report.results.push(result);
+    }
+    Ok(report)
+}
+
+/// The in-process worker: everything a `restart` drops. Only the store outlives it.
+struct InProcessWorker {
+    catalog: Catalog,
+    settings: Settings,
+}
+
+async fn run_scenario(
+    scenario: &Scenario,
+    catalogs: &mut BTreeMap<String, Result<Catalog, String>>,
+) -> Result<(), String> {
+    let config = scenario.config.clone().unwrap_or_else(|| DEFAULT_CONFIG.into());
+    let load = |catalogs: &mut BTreeMap<String, Result<Catalog, String>>| {
+        catalogs
+            .entry(config.clone())
+            .or_insert_with(|| load_catalog(Path::new(&config)).map_err(|e| e.to_string()))
+            .clone()
+            .map_err(|e| format!("config: {e}"))
+    };
+    let settings = apply_overrides(&Settings::default(), &scenario.settings, &scenario.file)
+        .map_err(|e| format!("settings: {e}"))?;
+    let mut worker = InProcessWorker {
+        catalog: load(catalogs)?,
+        settings: settings.clone(),
+    };
+    let store = InMemoryCheckpointStore::new();
+    let mut clock = SCENARIO_EPOCH_MS;
+    for (i, spec) in scenario.turns.iter().enumerate() {
+        let n = i + 1;
+        clock += spec.after_ms;
+        if spec.restart {
+            drop(worker);
+            worker = InProcessWorker {
+                catalog: load(catalogs)?,
+                settings: settings.clone(),
+            };
+        }
+        let turn = Turn {
+            turn_id: format!("turn-{n}"),
+            identity: scenario.identity.clone(),
+            input: match &spec.input {
+                TurnInputSpec::Text(t) => TurnInput::Text(t.clone()),
+                TurnInputSpec::Action(a) => TurnInput::Action(*a),
+            },
+            locale: spec.locale,
+            at_ms: clock,
+        };
+        let engine = Engine::new(&worker.catalog, &worker.settings);
+        let model = ScriptedModel::new(spec.model.clone());
+        let tools = ScriptedTools::new(spec.tools.clone());
+        let processed = process_turn(&engine, &store, &model, &tools, &turn)
+            .await
+            .map_err(|e| format!("turn {n}: {e}"))?;
+        check_turn(spec, &processed).map_err(|e| format!("turn {n}, {e}"))?;
+        if spec.redeliver {
+            let before = store.get(&turn.identity);
+            let again = process_turn(&engine, &store, &model, &tools, &turn)
+                .await
+                .map_err(|e| format!("turn {n} (redelivered): {e}"))?;
+            let o = &again.outcome;
+            if !o.duplicate
+                || !o.replies.is_empty()
+                || !o.events.is_empty()
+                || !o.executed.is_empty()
+                || store.get(&turn.identity) != before
+            {
+                return Err(format!(
+                    "turn {n}, redeliver: the second delivery changed something (EV-1): \
+                     replies {:?}, events {:?}, tool calls {}",
+                    o.replies,
+                    o.events.iter().map(|e| e.kind.as_str()).collect::<Vec<_>>(),
+                    o.executed.len()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks every `expect` key of a turn against what the turn did.
+pub fn check_turn(spec: &ScenarioTurn, processed: &ProcessedTurn) -> Result<(), String> {
+    let outcome = &processed.outcome;
+    let state = &outcome.state;
+    for (key, expected) in &spec.expect {
+        let result = match key.as_str() {
+            "reply_contains" => {
+                let needle = expected.as_str().unwrap_or_default().to_lowercase();
+                let text = outcome.reply_text();
+                if text.to_lowercase().contains(&needle) {
+                    Ok(())
+                } else {
+                    Err(format!("expected the reply to contain {expected}, got {text:?}"))
+                }
+            }
+            "missing_parameters" | "model_calls" => {
+                let actual = match key.as_str() {
+                    "missing_parameters" => json!(state.missing_parameters),
+                    _ => json!(processed
+                        .model_calls
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()),
+                };
+                let dedupe = key == "model_calls";
+                matcher::check(&sorted(expected, dedupe), &sorted(&actual, dedupe))
+            }
+            other => matcher::check(expected, &actual_of(other, processed)),
+        };
+        result.map_err(|e| format!("key {key}: {e}"))?;
+    }
+    Ok(())
+}
+
+fn sorted(v: &Value, dedupe: bool) -> Value {
+    let mut items: Vec<String> = v
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|x| x.as_str().map(str::to_owned).unwrap_or_else(|| x.to_string()))
+        .collect();
+    items.sort();
+    if dedupe {
+        items.dedup();
+    }
+    json!(items)
+}
+
+fn actual_of(key: &str, processed: &ProcessedTurn) -> Value {
+    let outcome = &processed.outcome;
+    let state = &outcome.state;
+    match key {
+        "transaction_status" => json!(state.transaction_status),
+        "active_transaction" => json!(state.active_transaction),
+        "last_transaction" => json!(state.last_transaction),
+        "next_state" => json!(state.next_state),
+        "active_agent" => json!(state.active_agent),
+        "human_handoff_requested" => json!(state.human_handoff_requested),
+        "session_ended" => json!(state.session_ended),
+        "route" => json!(outcome.route.as_ref().map(|r| r.route.clone())),
+        "events" => json!(outcome
+            .events
+            .iter()
+            .map(|e| e.kind.as_str())
+            .collect::<Vec<_>>()),
+        "tool_calls" => json!(outcome
+            .executed
+            .iter()
+            .map(|t| json!({"tool": t.tool, "arguments": t.arguments}))
+            .collect::<Vec<_>>()),
+        _ => Value::Null,
+    }
+}

@@ -1,0 +1,5 @@
+//! Checkpoint stores behind `ports::CheckpointStore`.
+
+pub mod memory;
+
+pub use memory::InMemoryCheckpointStore;

@@ -1,0 +1,276 @@
+//! Engine and pipeline behaviour the scenario format cannot express: planted inconsistent or old
+//! checkpoints (ST-4, ST-5), crash recovery after the write-ahead (LC-4), determinism (EV-4).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde_json::json;
+use turnstile::config::agents::load_catalog;
+use turnstile::domain::catalog::{Catalog, Settings};
+use turnstile::domain::decision::{
+    ClassifierDecision, InterpreterDecision, ModelAnswer, ModelFailure, PreValidationResult,
+    RouterDecision, SessionControl, ToolResult,
+};
+use turnstile::domain::effect::{
+    ClassifierRequest, EventType, InterpreterRequest, Request, RouterRequest, ToolRequest,
+};
+use turnstile::domain::engine::{single_attempt_result, Engine, Step};
+use turnstile::domain::state::{self, AgentState};
+use turnstile::domain::transaction::{Transaction, TransactionStatus};
+use turnstile::domain::turn::{ChannelAction, Identity, Turn, TurnInput};
+use turnstile::pipeline::{process_turn, PipelineError};
+use turnstile::ports::{CallContext, CheckpointRecord, DecisionModel, ToolGateway};
+use turnstile::store::InMemoryCheckpointStore;
+
+fn catalog() -> Catalog {
+    load_catalog(std::path::Path::new("config/agents.example.yaml")).expect("example config")
+}
+
+fn identity() -> Identity {
+    Identity::new("t1", "retail-bot", "s-engine")
+}
+
+fn text_turn(id: &str, text: &str, at_ms: i64) -> Turn {
+    Turn {
+        turn_id: id.into(),
+        identity: identity(),
+        input: TurnInput::Text(text.into()),
+        locale: Default::default(),
+        at_ms,
+    }
+}
+
+/// Routes "cancel" to retail_order_cancel, counts every model call.
+#[derive(Default)]
+struct CountingModel {
+    calls: AtomicUsize,
+}
+
+impl DecisionModel for CountingModel {
+    async fn classify(&self, _: &ClassifierRequest, _: CallContext<'_>) -> ModelAnswer<ClassifierDecision> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        Ok(ClassifierDecision { decision: SessionControl::Route, confidence: 0.99 })
+    }
+    async fn route(&self, r: &RouterRequest, _: CallContext<'_>) -> ModelAnswer<RouterDecision> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        if r.message.contains("bill") {
+            return Ok(RouterDecision::Route {
+                agent: "billing".into(),
+                intent: Some("billing_show_bill".into()),
+                confidence: 0.99,
+                arguments: BTreeMap::new(),
+            });
+        }
+        Ok(RouterDecision::Route {
+            agent: "retail".into(),
+            intent: Some("retail_order_cancel".into()),
+            confidence: 0.99,
+            arguments: BTreeMap::new(),
+        })
+    }
+    async fn interpret(&self, _: &InterpreterRequest, _: CallContext<'_>) -> ModelAnswer<InterpreterDecision> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        Err(ModelFailure::Error)
+    }
+}
+
+/// Records execution keys; can hang forever on execute to simulate a crash mid-call.
+#[derive(Default)]
+struct RecordingTools {
+    keys: Mutex<Vec<String>>,
+    hang: bool,
+}
+
+impl ToolGateway for RecordingTools {
+    async fn pre_validate(&self, _: &ToolRequest, ctx: CallContext<'_>) -> PreValidationResult {
+        PreValidationResult { eligible: true, reason: None, data: json!(null), at_ms: ctx.turn_at_ms }
+    }
+    async fn execute(&self, r: &ToolRequest, ctx: CallContext<'_>) -> ToolResult {
+        self.keys.lock().unwrap().push(r.idempotency_key.clone());
+        if self.hang {
+            std::future::pending::<()>().await;
+        }
+        single_attempt_result(&r.idempotency_key, true, false, json!({}), None, ctx.turn_at_ms)
+    }
+}
+
+// LC-4 + EV-1 + EV-4: a crash after the EXECUTING write-ahead re-issues the same call with the
+// same key on redelivery, asks no model again, and produces the turn's full outcome.
+#[tokio::test]
+async fn crash_after_write_ahead_replays_without_model_and_same_key() {
+    let catalog = catalog();
+    let settings = Settings::default();
+    let engine = Engine::new(&catalog, &settings);
+    let store = InMemoryCheckpointStore::new();
+    let model = CountingModel::default();
+    let turn = text_turn("u1", "show my bill", 1_000);
+
+    let crashing = RecordingTools { hang: true, ..Default::default() };
+    let crashed = tokio::time::timeout(
+        Duration::from_millis(200),
+        process_turn(&engine, &store, &model, &crashing, &turn),
+    )
+    .await;
+    assert!(crashed.is_err(), "the execute call hangs: the turn never finished");
+    let calls_before = model.calls.load(Ordering::SeqCst);
+    assert_eq!(calls_before, 2, "classifier + router before the crash");
+    let stored = state::decode(&store.get(&identity()).unwrap().state).unwrap();
+    assert_eq!(
+        stored.active_transaction.as_ref().unwrap().status,
+        TransactionStatus::Executing,
+        "LC-4: EXECUTING is checkpointed before the tool is called"
+    );
+
+    let tools = RecordingTools::default();
+    let replayed = process_turn(&engine, &store, &model, &tools, &turn).await.unwrap();
+    assert!(replayed.recovered);
+    assert_eq!(model.calls.load(Ordering::SeqCst), calls_before, "no second model call");
+    assert_eq!(*crashing.keys.lock().unwrap(), *tools.keys.lock().unwrap(), "same idempotency key");
+    let kinds: Vec<_> = replayed.outcome.events.iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, vec![EventType::Completed, EventType::Started]);
+    assert_eq!(replayed.outcome.state.transaction_status, Some(TransactionStatus::Completed));
+
+    // EV-1: a third delivery is a duplicate and executes nothing.
+    let again = process_turn(&engine, &store, &model, &tools, &turn).await.unwrap();
+    assert!(again.outcome.duplicate);
+    assert_eq!(tools.keys.lock().unwrap().len(), 1);
+}
+
+fn planted(status: TransactionStatus, tool: &str) -> AgentState {
+    let mut s = AgentState::default();
+    s.active_transaction = Some(Transaction {
+        id: "tx-planted".into(),
+        agent: "retail".into(),
+        tool: tool.into(),
+        status,
+        reason: None,
+        arguments: BTreeMap::from([("order_id".into(), json!("PED-1001"))]),
+        missing_parameters: vec![],
+        confirmation_required: true,
+        confirmation_received: true,
+        pre_validation: vec![],
+        evidence: vec![],
+        turn_ids: vec!["old".into()],
+        failed_attempts: 0,
+        executing_turn_id: Some("old".into()),
+        opened_at_ms: 0,
+        updated_at_ms: 0,
+    });
+    s.active_agent = Some("retail".into());
+    s.last_turn_at_ms = Some(0);
+    s.recompute_projections();
+    s
+}
+
+// LC-4: a transaction found in EXECUTING by a later turn is finished first with the same key.
+#[test]
+fn executing_found_on_a_later_turn_reissues_the_same_call() {
+    let catalog = catalog();
+    let settings = Settings::default();
+    let engine = Engine::new(&catalog, &settings);
+    let state = planted(TransactionStatus::Executing, "retail_order_cancel");
+    let turn = text_turn("u2", "hello", 1_000);
+    match engine.step(&state, &turn, &[]).unwrap() {
+        Step::Need(Request::Execute(r)) => assert_eq!(r.idempotency_key, "tx-planted:execute"),
+        other => panic!("expected the tool call first, got {other:?}"),
+    }
+}
+
+// ST-5: a live status without a transaction is diagnosed, and nothing is restarted.
+#[test]
+fn status_without_transaction_is_diagnosed() {
+    let catalog = catalog();
+    let settings = Settings::default();
+    let engine = Engine::new(&catalog, &settings);
+    let mut state = AgentState::default();
+    state.transaction_status = Some(TransactionStatus::CollectingParameters);
+    state.missing_parameters = vec!["order_id".into()];
+    let turn = Turn {
+        input: TurnInput::Action(ChannelAction::Confirm),
+        ..text_turn("u3", "", 1_000)
+    };
+    let Step::Done(outcome) = engine.step(&state, &turn, &[]).unwrap() else {
+        panic!("a structured action needs no answers");
+    };
+    assert_eq!(outcome.inconsistencies.len(), 1);
+    assert_eq!(outcome.events[0].kind, EventType::StateInconsistent);
+    assert_eq!(outcome.events[0].data["reason"], "status_without_transaction");
+    assert!(outcome.executed.is_empty(), "the tool is never silently restarted");
+    assert_eq!(outcome.state.transaction_status, None);
+}
+
+// ST-5: an active transaction whose tool is no longer configured ends FAILED, diagnosed.
+#[test]
+fn unconfigured_tool_is_diagnosed_and_failed() {
+    let catalog = catalog();
+    let settings = Settings::default();
+    let engine = Engine::new(&catalog, &settings);
+    let state = planted(TransactionStatus::AwaitingConfirmation, "retail_gift_wrap");
+    let turn = Turn {
+        input: TurnInput::Action(ChannelAction::Confirm),
+        ..text_turn("u4", "", 1_000)
+    };
+    let Step::Done(outcome) = engine.step(&state, &turn, &[]).unwrap() else {
+        panic!("no answers needed");
+    };
+    let kinds: Vec<_> = outcome.events.iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, vec![EventType::StateInconsistent, EventType::Failed]);
+    let last = outcome.state.last_transaction.unwrap();
+    assert_eq!(last.status, TransactionStatus::Failed);
+    assert_eq!(last.reason.as_deref(), Some("tool_not_configured"));
+    assert!(outcome.executed.is_empty());
+}
+
+// ST-4: an undecodable checkpoint is an error, never silently replaced by an empty state.
+#[tokio::test]
+async fn undecodable_checkpoint_is_reported_not_replaced() {
+    let catalog = catalog();
+    let settings = Settings::default();
+    let engine = Engine::new(&catalog, &settings);
+    let store = InMemoryCheckpointStore::new();
+    let garbage = CheckpointRecord { state: b"{\"schema_version\": 2, \"history\": 7".to_vec(), in_flight: None };
+    store.put(&identity(), garbage.clone());
+    let result = process_turn(
+        &engine,
+        &store,
+        &CountingModel::default(),
+        &RecordingTools::default(),
+        &text_turn("u5", "cancel my order", 1_000),
+    )
+    .await;
+    assert!(matches!(result, Err(PipelineError::Checkpoint(_))), "{result:?}");
+    assert_eq!(store.get(&identity()), Some(garbage), "the stored bytes are untouched");
+}
+
+// EV-4: the same turn on the same identity opens the same transaction id, on any instance.
+#[test]
+fn transaction_ids_are_deterministic() {
+    let catalog = catalog();
+    let settings = Settings::default();
+    let engine = Engine::new(&catalog, &settings);
+    let turn = text_turn("u6", "cancel my order", 1_000);
+    let answers = vec![
+        turnstile::domain::effect::Answer::Classifier(Ok(ClassifierDecision {
+            decision: SessionControl::Route,
+            confidence: 0.99,
+        })),
+        turnstile::domain::effect::Answer::Router(Ok(RouterDecision::Route {
+            agent: "retail".into(),
+            intent: Some("retail_order_cancel".into()),
+            confidence: 0.99,
+            arguments: BTreeMap::new(),
+        })),
+    ];
+    let id_of = || match engine.step(&AgentState::default(), &turn, &answers).unwrap() {
+        Step::Done(o) => o.state.active_transaction.unwrap().id,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(id_of(), id_of());
+    let other = Turn { identity: Identity::new("t2", "retail-bot", "s-engine"), ..turn.clone() };
+    let Step::Done(o) = engine.step(&AgentState::default(), &other, &answers).unwrap() else {
+        panic!()
+    };
+    assert_ne!(o.state.active_transaction.unwrap().id, id_of(), "tenants never share ids");
+}
