@@ -1,0 +1,274 @@
+//! Model profiles, in the seed's format (SC-7):
+//! `profiles: {NAME: {provider, model, temperature, max_tokens, timeout_seconds}}`, plus optional
+//! `base_url`, `api_key_env` (the NAME of an environment variable holding the key — never the key),
+//! `headers` and `json_mode`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::config::{parse_yaml, read_file, ConfigError, ConfigErrors};
+use crate::domain::catalog::{Catalog, Settings};
+
+/// The API flavour a profile speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Provider {
+    /// OCI Generative AI through its OpenAI-compatible endpoint.
+    OciOpenai,
+    /// Any OpenAI-compatible chat-completions endpoint.
+    OpenaiCompatible,
+}
+
+impl Provider {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provider::OciOpenai => "oci_openai",
+            Provider::OpenaiCompatible => "openai_compatible",
+        }
+    }
+}
+
+/// One named model profile.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelProfile {
+    pub name: String,
+    pub provider: Provider,
+    pub model: String,
+    pub temperature: f64,
+    pub max_tokens: u32,
+    pub timeout_seconds: f64,
+    pub base_url: Option<String>,
+    /// Name of the environment variable that holds the API key.
+    pub api_key_env: Option<String>,
+    pub headers: BTreeMap<String, String>,
+    /// Ask the endpoint for a JSON object response (`response_format`).
+    pub json_mode: bool,
+}
+
+/// Every profile of a profiles file, by name.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Profiles {
+    pub profiles: BTreeMap<String, ModelProfile>,
+}
+
+impl Profiles {
+    pub fn get(&self, name: &str) -> Option<&ModelProfile> {
+        self.profiles.get(name)
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    profiles: BTreeMap<String, RawProfile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProfile {
+    provider: Provider,
+    model: String,
+    temperature: f64,
+    max_tokens: u64,
+    timeout_seconds: f64,
+    #[serde(default)]
+    base_url: Option<String>,
+    #[serde(default)]
+    api_key_env: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    #[serde(default)]
+    json_mode: bool,
+}
+
+/// Loads and validates a profiles file.
+pub fn load_profiles(path: &Path) -> Result<Profiles, ConfigErrors> {
+    let text = read_file(path)?;
+    parse_profiles(&text, &path.display().to_string())
+}
+
+/// Parses and validates profiles YAML; `file_label` names the source in errors.
+pub fn parse_profiles(yaml: &str, file_label: &str) -> Result<Profiles, ConfigErrors> {
+    let raw: RawFile = parse_yaml(yaml, file_label)?;
+    let mut errors = Vec::new();
+    let mut err = |key: String, problem: String, fix: &str| {
+        errors.push(ConfigError::new(file_label, key, problem, fix))
+    };
+    if raw.profiles.is_empty() {
+        err(
+            "profiles".into(),
+            "no profile is defined".into(),
+            "define at least one profile, e.g. route_continuity",
+        );
+    }
+    let mut profiles = BTreeMap::new();
+    for (name, p) in raw.profiles {
+        let key = |field: &str| format!("profiles.{name}.{field}");
+        if name.trim().is_empty() {
+            err(
+                "profiles".into(),
+                "a profile has an empty name".into(),
+                "give every profile a name",
+            );
+        }
+        if p.model.trim().is_empty() {
+            err(
+                key("model"),
+                "the model is empty".into(),
+                "name the model, e.g. openai.gpt-4.1-mini",
+            );
+        }
+        if !p.temperature.is_finite() || !(0.0..=2.0).contains(&p.temperature) {
+            err(
+                key("temperature"),
+                format!("{} is outside [0, 2]", p.temperature),
+                "use a temperature from 0 to 2 (0 for classification)",
+            );
+        }
+        if p.max_tokens == 0 || p.max_tokens > u64::from(u32::MAX) {
+            err(
+                key("max_tokens"),
+                format!("{} is not a valid token limit", p.max_tokens),
+                "use a whole number of at least 1, e.g. 80",
+            );
+        }
+        if !p.timeout_seconds.is_finite() || p.timeout_seconds <= 0.0 {
+            err(
+                key("timeout_seconds"),
+                format!("{} is not a positive duration", p.timeout_seconds),
+                "use a number of seconds greater than 0, e.g. 5",
+            );
+        }
+        if let Some(url) = &p.base_url {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                err(
+                    key("base_url"),
+                    format!("`{url}` is not an http(s) URL"),
+                    "start the URL with https:// (or http:// for a local endpoint)",
+                );
+            }
+        }
+        if let Some(var) = &p.api_key_env {
+            if !is_env_var_name(var) {
+                err(
+                    key("api_key_env"),
+                    format!(
+                        "`{}` does not look like an environment variable name",
+                        redact(var)
+                    ),
+                    "give the NAME of the variable holding the key (e.g. OCI_GENAI_API_KEY), \
+                     never the key itself",
+                );
+            }
+        }
+        for (header, value) in &p.headers {
+            if header.trim().is_empty() {
+                err(
+                    key("headers"),
+                    "a header has an empty name".into(),
+                    "give every header a name",
+                );
+            } else if header.eq_ignore_ascii_case("authorization")
+                || header.eq_ignore_ascii_case("api-key")
+                || header.eq_ignore_ascii_case("x-api-key")
+            {
+                err(
+                    format!("profiles.{name}.headers.{header}"),
+                    "credentials must not be written in the profiles file".into(),
+                    "remove the header and set api_key_env to the name of the variable holding \
+                     the key",
+                );
+            } else if value.contains('\n') || value.contains('\r') {
+                err(
+                    format!("profiles.{name}.headers.{header}"),
+                    "the header value contains a line break".into(),
+                    "write the header value on one line",
+                );
+            }
+        }
+        profiles.insert(
+            name.clone(),
+            ModelProfile {
+                name,
+                provider: p.provider,
+                model: p.model,
+                temperature: p.temperature,
+                max_tokens: u32::try_from(p.max_tokens).unwrap_or(u32::MAX),
+                timeout_seconds: p.timeout_seconds,
+                base_url: p.base_url,
+                api_key_env: p.api_key_env,
+                headers: p.headers,
+                json_mode: p.json_mode,
+            },
+        );
+    }
+    ConfigErrors(errors).into_result(Profiles { profiles })
+}
+
+/// Cross-file check: every profile the settings (`ROUTE_STICKINESS_LLM_PROFILE`, when stickiness is
+/// enabled) and the catalog's assistants (`profiles.router` / `profiles.interpreter`) name exists in
+/// `profiles`. `catalog_label` names the agents file in errors.
+pub fn check_profile_references(
+    catalog: &Catalog,
+    catalog_label: &str,
+    settings: &Settings,
+    profiles: &Profiles,
+) -> Result<(), ConfigErrors> {
+    let known = || {
+        profiles
+            .profiles
+            .keys()
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut errors = Vec::new();
+    if settings.enable_route_stickiness
+        && profiles
+            .get(&settings.route_stickiness_llm_profile)
+            .is_none()
+    {
+        errors.push(ConfigError::new(
+            crate::config::settings::ENV_LABEL,
+            crate::config::settings::ROUTE_STICKINESS_LLM_PROFILE,
+            format!(
+                "profile `{}` is not defined in the profiles file",
+                settings.route_stickiness_llm_profile
+            ),
+            format!("name one of: {}", known()),
+        ));
+    }
+    for (id, a) in &catalog.assistants {
+        for (role, name) in [
+            ("router", &a.router_profile),
+            ("interpreter", &a.interpreter_profile),
+        ] {
+            if profiles.get(name).is_none() {
+                errors.push(ConfigError::new(
+                    catalog_label,
+                    format!("assistants.{id}.profiles.{role}"),
+                    format!("profile `{name}` is not defined in the profiles file"),
+                    format!("name one of: {}", known()),
+                ));
+            }
+        }
+    }
+    ConfigErrors(errors).into_result(())
+}
+
+fn is_env_var_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Shows at most a few characters of something that may be a secret pasted by mistake.
+fn redact(s: &str) -> String {
+    if s.chars().count() <= 6 {
+        s.to_owned()
+    } else {
+        format!("{}…", s.chars().take(4).collect::<String>())
+    }
+}

@@ -1,0 +1,615 @@
+//! Configuration loading: the example domain, the seed's setting names and profiles format (SC-7),
+//! and errors that name the file, the key and the fix for every class of broken config.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use turnstile::config::agents::{load_catalog, parse_catalog, DEFAULT_MAX_ATTEMPTS};
+use turnstile::config::profiles::{
+    check_profile_references, load_profiles, parse_profiles, Provider,
+};
+use turnstile::config::settings::{apply_overrides, settings_from_env, SETTING_NAMES};
+use turnstile::config::ConfigErrors;
+use turnstile::domain::catalog::{OnAttemptsExhausted, Settings, ToolAccess};
+use turnstile::domain::locale::Locale;
+use turnstile::domain::parameter::ParameterKind;
+
+const AGENTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/agents.example.yaml");
+const PROFILES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/profiles.example.yaml");
+
+/// A small valid agents file; tests break one thing at a time.
+const MINIMAL: &str = r#"
+assistants:
+  shop-bot:
+    tenants: [{tenant: "*", tools: "*"}]
+    agents:
+      retail: {description: orders}
+    parameters:
+      order_id: {type: id, pattern: "PED-[0-9]{4,}", example: PED-1001}
+    tools:
+      order_cancel:
+        agent: retail
+        parameters: [order_id]
+        confirmation: true
+"#;
+
+fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    let map: BTreeMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    move |k| map.get(k).cloned()
+}
+
+/// The error text names the file and the key and says how to fix it.
+fn assert_names(err: &ConfigErrors, file: &str, key: &str, needle: &str) {
+    let text = err.to_string();
+    let line = text
+        .lines()
+        .find(|l| l.contains(key))
+        .unwrap_or_else(|| panic!("no error names key `{key}`:\n{text}"));
+    assert!(
+        line.starts_with(&format!("{file}: ")),
+        "file not named: {line}"
+    );
+    assert!(line.contains("fix:"), "no fix: {line}");
+    assert!(
+        line.to_lowercase().contains(&needle.to_lowercase()),
+        "`{needle}` not in: {line}"
+    );
+}
+
+fn catalog_err(yaml: &str) -> ConfigErrors {
+    parse_catalog(yaml, "agents.yaml").expect_err("must be rejected")
+}
+
+// ---- the example domain (scenarios.md) ----
+
+#[test]
+fn example_config_has_the_example_domain() {
+    let catalog = load_catalog(Path::new(AGENTS)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(catalog.assistants.len(), 1);
+    let a = catalog.assistant("retail-bot").expect("retail-bot");
+    assert_eq!(a.default_locale, Locale::En);
+    assert_eq!(
+        a.agents.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["billing", "retail"]
+    );
+    // Open to every tenant, every tool.
+    assert!(a.serves("any-tenant"));
+    assert_eq!(a.tenant_rule("t1").unwrap().tools, ToolAccess::All);
+    assert!(a.offers("t1", "billing_show_bill"));
+
+    // LC-1: confirmation and pre-validation steps as the table says.
+    let expected = [
+        (
+            "retail_order_cancel",
+            "retail",
+            &["order_id"][..],
+            true,
+            true,
+        ),
+        (
+            "retail_order_tracking",
+            "retail",
+            &["order_id"][..],
+            false,
+            false,
+        ),
+        (
+            "retail_address_change",
+            "retail",
+            &["order_id", "zip_code", "house_number"][..],
+            true,
+            false,
+        ),
+        (
+            "billing_contestation",
+            "billing",
+            &["subject", "amount"][..],
+            true,
+            false,
+        ),
+        ("billing_show_bill", "billing", &[][..], false, false),
+    ];
+    assert_eq!(a.tools.len(), expected.len());
+    for (name, agent, params, confirmation, pre_validation) in expected {
+        let t = a.tools.get(name).unwrap_or_else(|| panic!("tool {name}"));
+        assert_eq!(t.agent, agent, "{name}");
+        let names: Vec<&str> = t.parameters.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, params, "{name}");
+        assert!(t.parameters.iter().all(|p| p.required), "{name}");
+        assert_eq!(t.confirmation, confirmation, "{name}");
+        assert_eq!(t.pre_validation, pre_validation, "{name}");
+        // MG-4: default 3 attempts, then clarification.
+        assert_eq!(t.max_attempts, DEFAULT_MAX_ATTEMPTS, "{name}");
+        assert_eq!(
+            t.on_attempts_exhausted,
+            OnAttemptsExhausted::Clarify,
+            "{name}"
+        );
+        assert!(
+            !t.description.is_empty(),
+            "{name} needs a router description"
+        );
+        assert!(
+            !t.title.en.is_empty() && !t.title.pt_br.is_empty(),
+            "{name}"
+        );
+    }
+
+    // MG-4: parameter kinds.
+    let change = &a.tools["retail_address_change"];
+    let order_id = change.parameter("order_id").unwrap();
+    match &order_id.kind {
+        ParameterKind::Id { pattern } => {
+            assert_eq!(pattern.as_str(), "PED-[0-9]{4,}");
+            assert!(pattern.is_match("PED-1001"));
+            assert!(!pattern.is_match("PED-12"));
+        }
+        other => panic!("order_id is {other:?}"),
+    }
+    assert_eq!(order_id.example.as_deref(), Some("PED-1001"));
+    assert_eq!(
+        change.parameter("zip_code").unwrap().kind,
+        ParameterKind::Cep
+    );
+    assert!(matches!(
+        change.parameter("house_number").unwrap().kind,
+        ParameterKind::Integer { .. }
+    ));
+    let contest = &a.tools["billing_contestation"];
+    assert!(matches!(
+        contest.parameter("subject").unwrap().kind,
+        ParameterKind::Text { .. }
+    ));
+    assert_eq!(
+        contest.parameter("amount").unwrap().kind,
+        ParameterKind::Money
+    );
+
+    // Both locales, seed defaults for handoff and end of session (SC-7).
+    let en = a.messages(Locale::En);
+    assert_eq!(
+        en.human_handoff,
+        "I will transfer your request to a person."
+    );
+    assert_eq!(
+        en.end_session,
+        "The session has ended. Thank you for contacting us."
+    );
+    assert!(en.confirm.contains("{arguments}") && en.confirm.contains("yes or no"));
+    assert!(en.ask_parameters.contains("{labels}"));
+    let pt = a.messages(Locale::PtBr);
+    assert_ne!(pt.human_handoff, en.human_handoff);
+    assert!(pt.confirm.contains("sim ou não"));
+    assert_eq!(order_id.label.get(Locale::PtBr), "número do pedido");
+}
+
+#[test]
+fn example_profiles_have_the_seed_profile() {
+    // SC-7: the seed's profiles format and its route_continuity profile.
+    let profiles = load_profiles(Path::new(PROFILES)).unwrap_or_else(|e| panic!("{e}"));
+    let p = profiles.get("route_continuity").expect("route_continuity");
+    assert_eq!(p.provider, Provider::OciOpenai);
+    assert_eq!(p.model, "openai.gpt-4.1-mini");
+    assert_eq!(p.temperature, 0.0);
+    assert_eq!(p.max_tokens, 80);
+    assert_eq!(p.timeout_seconds, 5.0);
+    assert!(!p.json_mode);
+    assert!(profiles.get("router").is_some() && profiles.get("interpreter").is_some());
+
+    let catalog = load_catalog(Path::new(AGENTS)).unwrap();
+    check_profile_references(&catalog, AGENTS, &Settings::default(), &profiles)
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn messages_fall_back_to_defaults_and_labels_to_the_other_locale() {
+    let yaml = format!(
+        "{MINIMAL}    messages:\n      pt-BR: {{clarify: \"Não entendi, pode repetir?\"}}\n"
+    );
+    let yaml = yaml.replace(
+        "example: PED-1001}",
+        "example: PED-1001, label: {en: order number}}",
+    );
+    let c = parse_catalog(&yaml, "agents.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let a = c.assistant("shop-bot").unwrap();
+    assert_eq!(
+        a.messages(Locale::PtBr).clarify,
+        "Não entendi, pode repetir?"
+    );
+    assert!(!a.messages(Locale::PtBr).confirm.is_empty());
+    let p = a.tools["order_cancel"].parameter("order_id").unwrap();
+    assert_eq!(p.label.get(Locale::PtBr), "order number");
+    assert_eq!(a.router_profile, "router");
+    assert_eq!(a.interpreter_profile, "interpreter");
+}
+
+// ---- broken agents files ----
+
+#[test]
+fn unknown_key_is_named() {
+    let e = catalog_err(&MINIMAL.replace("confirmation: true", "confirmaton: true"));
+    assert_names(
+        &e,
+        "agents.yaml",
+        "assistants.shop-bot.tools.order_cancel",
+        "unknown field `confirmaton`",
+    );
+    assert!(e.to_string().contains("line"), "{e}");
+}
+
+#[test]
+fn wrong_type_is_named() {
+    let e = catalog_err(&MINIMAL.replace("confirmation: true", "confirmation: maybe"));
+    assert_names(
+        &e,
+        "agents.yaml",
+        "assistants.shop-bot.tools.order_cancel.confirmation",
+        "invalid type",
+    );
+}
+
+#[test]
+fn tool_naming_a_missing_agent() {
+    let e = catalog_err(&MINIMAL.replace("agent: retail", "agent: shipping"));
+    assert_names(
+        &e,
+        "agents.yaml",
+        "assistants.shop-bot.tools.order_cancel.agent",
+        "`shipping`",
+    );
+}
+
+#[test]
+fn missing_parameter_reference() {
+    let e = catalog_err(&MINIMAL.replace("parameters: [order_id]", "parameters: [order_id, zip]"));
+    assert_names(
+        &e,
+        "agents.yaml",
+        "assistants.shop-bot.tools.order_cancel.parameters[1]",
+        "`zip` is not defined",
+    );
+}
+
+#[test]
+fn parameter_listed_twice() {
+    let e = catalog_err(&MINIMAL.replace(
+        "parameters: [order_id]",
+        "parameters: [order_id]\n        optional_parameters: [order_id]",
+    ));
+    assert_names(
+        &e,
+        "agents.yaml",
+        "assistants.shop-bot.tools.order_cancel.optional_parameters[0]",
+        "more than once",
+    );
+}
+
+#[test]
+fn bad_pattern() {
+    // MG-4: id patterns must compile.
+    let e = catalog_err(&MINIMAL.replace("PED-[0-9]{4,}", "PED-[0-9"));
+    assert_names(
+        &e,
+        "agents.yaml",
+        "assistants.shop-bot.parameters.order_id.pattern",
+        "pattern",
+    );
+    // The tool referencing the broken parameter is not reported a second time.
+    assert_eq!(e.len(), 1, "{e}");
+}
+
+#[test]
+fn unknown_placeholder() {
+    let yaml = format!("{MINIMAL}    messages:\n      en: {{confirm: \"Confirm {{order}}?\"}}\n");
+    let e = catalog_err(&yaml);
+    assert_names(
+        &e,
+        "agents.yaml",
+        "assistants.shop-bot.messages.en.confirm",
+        "`{order}`",
+    );
+}
+
+#[test]
+fn unknown_message_key_and_locale() {
+    let yaml = format!("{MINIMAL}    messages:\n      en: {{confirmation: \"x\"}}\n");
+    assert_names(
+        &catalog_err(&yaml),
+        "agents.yaml",
+        "assistants.shop-bot.messages.en",
+        "unknown field `confirmation`",
+    );
+    let yaml = format!("{MINIMAL}    messages:\n      fr: {{clarify: \"Pardon ?\"}}\n");
+    assert_names(
+        &catalog_err(&yaml),
+        "agents.yaml",
+        "assistants.shop-bot.messages.fr",
+        "unknown locale",
+    );
+}
+
+#[test]
+fn semantic_errors_are_all_collected() {
+    let yaml = MINIMAL
+        .replace("agent: retail", "agent: shipping")
+        .replace(
+            "confirmation: true",
+            "confirmation: true\n        max_attempts: 0",
+        )
+        .replace("tools: \"*\"", "tools: [order_kancel]");
+    let e = catalog_err(&yaml);
+    let text = e.to_string();
+    assert!(e.len() >= 3, "{text}");
+    assert!(text.contains("tools.order_cancel.agent"), "{text}");
+    assert!(text.contains("tools.order_cancel.max_attempts"), "{text}");
+    assert!(text.contains("tenants[0].tools[0]"), "{text}");
+    assert!(text.lines().all(|l| l.contains("(fix: ")), "{text}");
+}
+
+#[test]
+fn other_semantic_checks() {
+    let cases: &[(&str, &str, &str, &str)] = &[
+        (
+            "tenants: [{tenant: \"*\", tools: \"*\"}]",
+            "tenants: []",
+            "assistants.shop-bot.tenants",
+            "no tenant",
+        ),
+        (
+            "{type: id, pattern: \"PED-[0-9]{4,}\", example: PED-1001}",
+            "{type: integer, min: 10, max: 1}",
+            "assistants.shop-bot.parameters.order_id.min",
+            "greater than max",
+        ),
+        (
+            "{type: id, pattern: \"PED-[0-9]{4,}\", example: PED-1001}",
+            "{type: enum, values: []}",
+            "assistants.shop-bot.parameters.order_id.values",
+            "at least one value",
+        ),
+        (
+            "shop-bot:",
+            "shop/bot:",
+            "assistants.shop/bot",
+            "contains `/`",
+        ),
+        (
+            "example: PED-1001",
+            "example: 1001",
+            "assistants.shop-bot.parameters.order_id.example",
+            "not a valid id value",
+        ),
+    ];
+    for (from, to, key, needle) in cases {
+        let e = catalog_err(&MINIMAL.replace(from, to));
+        assert_names(&e, "agents.yaml", key, needle);
+    }
+    assert_names(
+        &catalog_err("assistants: {}\n"),
+        "agents.yaml",
+        "assistants",
+        "no assistant",
+    );
+}
+
+#[test]
+fn enum_parameters_accept_values_and_synonyms() {
+    let yaml = MINIMAL
+        .replace("parameters: [order_id]", "parameters: [order_id, speed]")
+        .replace(
+            "    tools:\n",
+            "      speed: {type: enum, values: [standard, {value: express, synonyms: [fast, rápido]}]}\n    tools:\n",
+        );
+    let c = parse_catalog(&yaml, "agents.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let speed = c.assistants["shop-bot"].tools["order_cancel"]
+        .parameter("speed")
+        .unwrap();
+    match &speed.kind {
+        ParameterKind::Enum { values } => {
+            assert_eq!(values.len(), 2);
+            assert_eq!(values[1].value, "express");
+            assert_eq!(values[1].synonyms, ["fast", "rápido"]);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+// ---- settings (SC-7, ST-6) ----
+
+#[test]
+fn settings_use_the_seed_names_and_defaults() {
+    // SC-7: exactly the seed's names plus this project's.
+    for name in [
+        "ENABLE_ROUTE_STICKINESS",
+        "ROUTE_STICKINESS_LLM_PROFILE",
+        "ROUTE_STICKINESS_CONFIDENCE_THRESHOLD",
+        "ROUTE_STICKINESS_HISTORY_TURNS",
+        "ROUTE_STICKINESS_MAX_TOKENS",
+        "HUMAN_HANDOFF_MESSAGE",
+        "END_SESSION_MESSAGE",
+        "ROUTER_CONFIDENCE_THRESHOLD",
+        "INTERPRETER_CONFIDENCE_THRESHOLD",
+        "SESSION_TTL",
+    ] {
+        assert!(SETTING_NAMES.contains(&name), "{name}");
+    }
+    let s = settings_from_env(env(&[])).unwrap();
+    assert_eq!(s, Settings::default());
+    assert!(s.enable_route_stickiness);
+    assert_eq!(s.route_stickiness_llm_profile, "route_continuity");
+    assert_eq!(s.route_stickiness_confidence_threshold, 0.90);
+    assert_eq!(s.route_stickiness_history_turns, 2);
+    assert_eq!(s.route_stickiness_max_tokens, 80);
+    assert_eq!(s.session_ttl_ms, 30 * 60 * 1000); // ST-6
+}
+
+#[test]
+fn settings_from_the_seed_dotenv() {
+    let s = settings_from_env(env(&[
+        ("ENABLE_ROUTE_STICKINESS", "false"),
+        ("ROUTE_STICKINESS_LLM_PROFILE", "tiny"),
+        ("ROUTE_STICKINESS_CONFIDENCE_THRESHOLD", "0.85"),
+        ("ROUTE_STICKINESS_HISTORY_TURNS", "4"),
+        ("ROUTE_STICKINESS_MAX_TOKENS", "64"),
+        ("HUMAN_HANDOFF_MESSAGE", "A human will help you."),
+        ("END_SESSION_MESSAGE", "Bye."),
+        ("ROUTER_CONFIDENCE_THRESHOLD", "0.7"),
+        ("INTERPRETER_CONFIDENCE_THRESHOLD", "1"),
+        ("SESSION_TTL", "2h"),
+        ("ROUTER_SPECULATIVE", "YES"),
+    ]))
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(!s.enable_route_stickiness);
+    assert_eq!(s.route_stickiness_llm_profile, "tiny");
+    assert_eq!(s.route_stickiness_confidence_threshold, 0.85);
+    assert_eq!(s.route_stickiness_history_turns, 4);
+    assert_eq!(s.route_stickiness_max_tokens, 64);
+    assert_eq!(
+        s.human_handoff_message.as_deref(),
+        Some("A human will help you.")
+    );
+    assert_eq!(s.end_session_message.as_deref(), Some("Bye."));
+    assert_eq!(s.router_confidence_threshold, 0.7);
+    assert_eq!(s.interpreter_confidence_threshold, 1.0);
+    assert_eq!(s.session_ttl_ms, 2 * 3600 * 1000);
+    assert!(s.router_speculative);
+    let s = settings_from_env(env(&[("SESSION_TTL", "1800")])).unwrap();
+    assert_eq!(s.session_ttl_ms, 1_800_000);
+}
+
+#[test]
+fn bad_threshold_in_env() {
+    let e = settings_from_env(env(&[
+        ("ROUTE_STICKINESS_CONFIDENCE_THRESHOLD", "1.5"),
+        ("SESSION_TTL", "0"),
+        ("ROUTE_STICKINESS_MAX_TOKENS", "0"),
+    ]))
+    .expect_err("rejected");
+    assert_names(
+        &e,
+        "environment",
+        "ROUTE_STICKINESS_CONFIDENCE_THRESHOLD",
+        "outside [0, 1]",
+    );
+    assert_names(&e, "environment", "SESSION_TTL", "greater than zero");
+    assert_names(
+        &e,
+        "environment",
+        "ROUTE_STICKINESS_MAX_TOKENS",
+        "at least 1",
+    );
+}
+
+#[test]
+fn scenario_overrides_take_yaml_types() {
+    let block: serde_json::Map<String, serde_json::Value> = serde_json::from_str(
+        r#"{"ENABLE_ROUTE_STICKINESS": false, "ROUTE_STICKINESS_CONFIDENCE_THRESHOLD": 0.95,
+            "SESSION_TTL": "45s", "ROUTER_SPECULATIVE": "true",
+            "ROUTE_STICKINESS_HISTORY_TURNS": 0, "ROUTER_CONFIDENCE_THRESHOLD": "0.9"}"#,
+    )
+    .unwrap();
+    let s = apply_overrides(&Settings::default(), &block, "s.yaml").unwrap();
+    assert!(!s.enable_route_stickiness);
+    assert_eq!(s.route_stickiness_confidence_threshold, 0.95);
+    assert_eq!(s.session_ttl_ms, 45_000);
+    assert!(s.router_speculative);
+    assert_eq!(s.route_stickiness_history_turns, 0);
+    assert_eq!(s.router_confidence_threshold, 0.9);
+}
+
+#[test]
+fn unknown_scenario_setting() {
+    let block: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(r#"{"ENABLE_STICKINESS": true}"#).unwrap();
+    let e = apply_overrides(&Settings::default(), &block, "scenario.yaml").expect_err("unknown");
+    assert_names(
+        &e,
+        "scenario.yaml",
+        "settings.ENABLE_STICKINESS",
+        "unknown setting",
+    );
+    assert!(e.to_string().contains("ENABLE_ROUTE_STICKINESS"), "{e}");
+}
+
+// ---- profiles (SC-7) ----
+
+#[test]
+fn invalid_profile_provider() {
+    let yaml = "profiles:\n  route_continuity:\n    provider: openai\n    model: m\n    temperature: 0\n    max_tokens: 80\n    timeout_seconds: 5\n";
+    let e = parse_profiles(yaml, "profiles.yaml").expect_err("rejected");
+    assert_names(
+        &e,
+        "profiles.yaml",
+        "profiles.route_continuity.provider",
+        "unknown variant `openai`",
+    );
+    assert!(e.to_string().contains("oci_openai"), "{e}");
+}
+
+#[test]
+fn profile_semantic_checks() {
+    let yaml = "profiles:\n  p:\n    provider: openai_compatible\n    model: m\n    temperature: 3\n    max_tokens: 0\n    timeout_seconds: 0\n    base_url: ftp://x\n    api_key_env: sk-abc123secret\n    headers: {Authorization: Bearer x}\n";
+    let e = parse_profiles(yaml, "profiles.yaml").expect_err("rejected");
+    assert_names(&e, "profiles.yaml", "profiles.p.temperature", "[0, 2]");
+    assert_names(&e, "profiles.yaml", "profiles.p.max_tokens", "not a valid");
+    assert_names(
+        &e,
+        "profiles.yaml",
+        "profiles.p.timeout_seconds",
+        "positive",
+    );
+    assert_names(&e, "profiles.yaml", "profiles.p.base_url", "http");
+    assert_names(
+        &e,
+        "profiles.yaml",
+        "profiles.p.api_key_env",
+        "environment variable",
+    );
+    assert_names(
+        &e,
+        "profiles.yaml",
+        "profiles.p.headers.Authorization",
+        "credentials",
+    );
+    // A pasted key is never echoed whole.
+    assert!(!e.to_string().contains("sk-abc123secret"), "{e}");
+}
+
+#[test]
+fn profile_with_optional_keys() {
+    let yaml = "profiles:\n  local:\n    provider: openai_compatible\n    model: llama\n    temperature: 0.2\n    max_tokens: 100\n    timeout_seconds: 2.5\n    base_url: http://localhost:8000/v1\n    api_key_env: LOCAL_KEY\n    headers: {X-Team: cs}\n    json_mode: true\n";
+    let p = parse_profiles(yaml, "profiles.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let l = p.get("local").unwrap();
+    assert_eq!(l.provider, Provider::OpenaiCompatible);
+    assert_eq!(l.base_url.as_deref(), Some("http://localhost:8000/v1"));
+    assert_eq!(l.api_key_env.as_deref(), Some("LOCAL_KEY"));
+    assert_eq!(l.headers["X-Team"], "cs");
+    assert!(l.json_mode);
+}
+
+#[test]
+fn missing_profile_reference() {
+    let catalog = parse_catalog(MINIMAL, "agents.yaml").unwrap();
+    let profiles = parse_profiles(
+        "profiles:\n  router:\n    provider: oci_openai\n    model: m\n    temperature: 0\n    max_tokens: 80\n    timeout_seconds: 5\n",
+        "profiles.yaml",
+    )
+    .unwrap();
+    let e = check_profile_references(&catalog, "agents.yaml", &Settings::default(), &profiles)
+        .expect_err("route_continuity and interpreter are missing");
+    assert_names(
+        &e,
+        "environment",
+        "ROUTE_STICKINESS_LLM_PROFILE",
+        "route_continuity",
+    );
+    assert_names(
+        &e,
+        "agents.yaml",
+        "assistants.shop-bot.profiles.interpreter",
+        "`interpreter`",
+    );
+}
