@@ -9,7 +9,11 @@ use clap::{Parser, Subcommand};
 const EXIT_CONFIG: u8 = 64;
 
 #[derive(Parser)]
-#[command(name = "turnstile", version, about = "Kafka-native worker for multi-turn customer-service transactions")]
+#[command(
+    name = "turnstile",
+    version,
+    about = "Kafka-native worker for multi-turn customer-service transactions"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -62,7 +66,9 @@ fn main() -> ExitCode {
                     return ExitCode::from(EXIT_CONFIG);
                 }
             }
-            if let Err(e) = turnstile::config::settings::settings_from_env(|k| std::env::var(k).ok()) {
+            if let Err(e) =
+                turnstile::config::settings::settings_from_env(|k| std::env::var(k).ok())
+            {
                 eprintln!("turnstile: invalid settings:\n{e}");
                 return ExitCode::from(EXIT_CONFIG);
             }

@@ -8,7 +8,9 @@ use crate::domain::effect::{Answer, Request, TurnOutcome};
 use crate::domain::engine::{Engine, EngineError, Step};
 use crate::domain::state::{self, AgentState, DecodeStateError};
 use crate::domain::turn::Turn;
-use crate::ports::{CallContext, CheckpointRecord, CheckpointStore, DecisionModel, StoreError, ToolGateway};
+use crate::ports::{
+    CallContext, CheckpointRecord, CheckpointStore, DecisionModel, StoreError, ToolGateway,
+};
 
 /// A turn between its write-ahead (LC-4) and its end: replaying `answers` from `base` reproduces
 /// it exactly, so recovery never asks a model again and re-issues the same idempotency key.
@@ -105,7 +107,8 @@ where
                 if let Some(skill) = request.skill() {
                     model_calls.push(skill);
                 }
-                let answer = perform(request, &base, turn, &answers, store, model, tools, ctx).await?;
+                let answer =
+                    perform(request, &base, turn, &answers, store, model, tools, ctx).await?;
                 answers.push(answer);
             }
         }

@@ -49,9 +49,16 @@ struct CountingModel {
 }
 
 impl DecisionModel for CountingModel {
-    async fn classify(&self, _: &ClassifierRequest, _: CallContext<'_>) -> ModelAnswer<ClassifierDecision> {
+    async fn classify(
+        &self,
+        _: &ClassifierRequest,
+        _: CallContext<'_>,
+    ) -> ModelAnswer<ClassifierDecision> {
         self.calls.fetch_add(1, Ordering::SeqCst);
-        Ok(ClassifierDecision { decision: SessionControl::Route, confidence: 0.99 })
+        Ok(ClassifierDecision {
+            decision: SessionControl::Route,
+            confidence: 0.99,
+        })
     }
     async fn route(&self, r: &RouterRequest, _: CallContext<'_>) -> ModelAnswer<RouterDecision> {
         self.calls.fetch_add(1, Ordering::SeqCst);
@@ -70,7 +77,11 @@ impl DecisionModel for CountingModel {
             arguments: BTreeMap::new(),
         })
     }
-    async fn interpret(&self, _: &InterpreterRequest, _: CallContext<'_>) -> ModelAnswer<InterpreterDecision> {
+    async fn interpret(
+        &self,
+        _: &InterpreterRequest,
+        _: CallContext<'_>,
+    ) -> ModelAnswer<InterpreterDecision> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         Err(ModelFailure::Error)
     }
@@ -85,14 +96,26 @@ struct RecordingTools {
 
 impl ToolGateway for RecordingTools {
     async fn pre_validate(&self, _: &ToolRequest, ctx: CallContext<'_>) -> PreValidationResult {
-        PreValidationResult { eligible: true, reason: None, data: json!(null), at_ms: ctx.turn_at_ms }
+        PreValidationResult {
+            eligible: true,
+            reason: None,
+            data: json!(null),
+            at_ms: ctx.turn_at_ms,
+        }
     }
     async fn execute(&self, r: &ToolRequest, ctx: CallContext<'_>) -> ToolResult {
         self.keys.lock().unwrap().push(r.idempotency_key.clone());
         if self.hang {
             std::future::pending::<()>().await;
         }
-        single_attempt_result(&r.idempotency_key, true, false, json!({}), None, ctx.turn_at_ms)
+        single_attempt_result(
+            &r.idempotency_key,
+            true,
+            false,
+            json!({}),
+            None,
+            ctx.turn_at_ms,
+        )
     }
 }
 
@@ -107,13 +130,19 @@ async fn crash_after_write_ahead_replays_without_model_and_same_key() {
     let model = CountingModel::default();
     let turn = text_turn("u1", "show my bill", 1_000);
 
-    let crashing = RecordingTools { hang: true, ..Default::default() };
+    let crashing = RecordingTools {
+        hang: true,
+        ..Default::default()
+    };
     let crashed = tokio::time::timeout(
         Duration::from_millis(200),
         process_turn(&engine, &store, &model, &crashing, &turn),
     )
     .await;
-    assert!(crashed.is_err(), "the execute call hangs: the turn never finished");
+    assert!(
+        crashed.is_err(),
+        "the execute call hangs: the turn never finished"
+    );
     let calls_before = model.calls.load(Ordering::SeqCst);
     assert_eq!(calls_before, 2, "classifier + router before the crash");
     let stored = state::decode(&store.get(&identity()).unwrap().state).unwrap();
@@ -124,42 +153,59 @@ async fn crash_after_write_ahead_replays_without_model_and_same_key() {
     );
 
     let tools = RecordingTools::default();
-    let replayed = process_turn(&engine, &store, &model, &tools, &turn).await.unwrap();
+    let replayed = process_turn(&engine, &store, &model, &tools, &turn)
+        .await
+        .unwrap();
     assert!(replayed.recovered);
-    assert_eq!(model.calls.load(Ordering::SeqCst), calls_before, "no second model call");
-    assert_eq!(*crashing.keys.lock().unwrap(), *tools.keys.lock().unwrap(), "same idempotency key");
+    assert_eq!(
+        model.calls.load(Ordering::SeqCst),
+        calls_before,
+        "no second model call"
+    );
+    assert_eq!(
+        *crashing.keys.lock().unwrap(),
+        *tools.keys.lock().unwrap(),
+        "same idempotency key"
+    );
     let kinds: Vec<_> = replayed.outcome.events.iter().map(|e| e.kind).collect();
     assert_eq!(kinds, vec![EventType::Completed, EventType::Started]);
-    assert_eq!(replayed.outcome.state.transaction_status, Some(TransactionStatus::Completed));
+    assert_eq!(
+        replayed.outcome.state.transaction_status,
+        Some(TransactionStatus::Completed)
+    );
 
     // EV-1: a third delivery is a duplicate and executes nothing.
-    let again = process_turn(&engine, &store, &model, &tools, &turn).await.unwrap();
+    let again = process_turn(&engine, &store, &model, &tools, &turn)
+        .await
+        .unwrap();
     assert!(again.outcome.duplicate);
     assert_eq!(tools.keys.lock().unwrap().len(), 1);
 }
 
 fn planted(status: TransactionStatus, tool: &str) -> AgentState {
-    let mut s = AgentState::default();
-    s.active_transaction = Some(Transaction {
-        id: "tx-planted".into(),
-        agent: "retail".into(),
-        tool: tool.into(),
-        status,
-        reason: None,
-        arguments: BTreeMap::from([("order_id".into(), json!("PED-1001"))]),
-        missing_parameters: vec![],
-        confirmation_required: true,
-        confirmation_received: true,
-        pre_validation: vec![],
-        evidence: vec![],
-        turn_ids: vec!["old".into()],
-        failed_attempts: 0,
-        executing_turn_id: Some("old".into()),
-        opened_at_ms: 0,
-        updated_at_ms: 0,
-    });
-    s.active_agent = Some("retail".into());
-    s.last_turn_at_ms = Some(0);
+    let mut s = AgentState {
+        active_transaction: Some(Transaction {
+            id: "tx-planted".into(),
+            agent: "retail".into(),
+            tool: tool.into(),
+            status,
+            reason: None,
+            arguments: BTreeMap::from([("order_id".into(), json!("PED-1001"))]),
+            missing_parameters: vec![],
+            confirmation_required: true,
+            confirmation_received: true,
+            pre_validation: vec![],
+            evidence: vec![],
+            turn_ids: vec!["old".into()],
+            failed_attempts: 0,
+            executing_turn_id: Some("old".into()),
+            opened_at_ms: 0,
+            updated_at_ms: 0,
+        }),
+        active_agent: Some("retail".into()),
+        last_turn_at_ms: Some(0),
+        ..Default::default()
+    };
     s.recompute_projections();
     s
 }
@@ -184,9 +230,11 @@ fn status_without_transaction_is_diagnosed() {
     let catalog = catalog();
     let settings = Settings::default();
     let engine = Engine::new(&catalog, &settings);
-    let mut state = AgentState::default();
-    state.transaction_status = Some(TransactionStatus::CollectingParameters);
-    state.missing_parameters = vec!["order_id".into()];
+    let state = AgentState {
+        transaction_status: Some(TransactionStatus::CollectingParameters),
+        missing_parameters: vec!["order_id".into()],
+        ..Default::default()
+    };
     let turn = Turn {
         input: TurnInput::Action(ChannelAction::Confirm),
         ..text_turn("u3", "", 1_000)
@@ -196,8 +244,14 @@ fn status_without_transaction_is_diagnosed() {
     };
     assert_eq!(outcome.inconsistencies.len(), 1);
     assert_eq!(outcome.events[0].kind, EventType::StateInconsistent);
-    assert_eq!(outcome.events[0].data["reason"], "status_without_transaction");
-    assert!(outcome.executed.is_empty(), "the tool is never silently restarted");
+    assert_eq!(
+        outcome.events[0].data["reason"],
+        "status_without_transaction"
+    );
+    assert!(
+        outcome.executed.is_empty(),
+        "the tool is never silently restarted"
+    );
     assert_eq!(outcome.state.transaction_status, None);
 }
 
@@ -230,7 +284,10 @@ async fn undecodable_checkpoint_is_reported_not_replaced() {
     let settings = Settings::default();
     let engine = Engine::new(&catalog, &settings);
     let store = InMemoryCheckpointStore::new();
-    let garbage = CheckpointRecord { state: b"{\"schema_version\": 2, \"history\": 7".to_vec(), in_flight: None };
+    let garbage = CheckpointRecord {
+        state: b"{\"schema_version\": 2, \"history\": 7".to_vec(),
+        in_flight: None,
+    };
     store.put(&identity(), garbage.clone());
     let result = process_turn(
         &engine,
@@ -240,8 +297,15 @@ async fn undecodable_checkpoint_is_reported_not_replaced() {
         &text_turn("u5", "cancel my order", 1_000),
     )
     .await;
-    assert!(matches!(result, Err(PipelineError::Checkpoint(_))), "{result:?}");
-    assert_eq!(store.get(&identity()), Some(garbage), "the stored bytes are untouched");
+    assert!(
+        matches!(result, Err(PipelineError::Checkpoint(_))),
+        "{result:?}"
+    );
+    assert_eq!(
+        store.get(&identity()),
+        Some(garbage),
+        "the stored bytes are untouched"
+    );
 }
 
 // EV-4: the same turn on the same identity opens the same transaction id, on any instance.
@@ -263,14 +327,27 @@ fn transaction_ids_are_deterministic() {
             arguments: BTreeMap::new(),
         })),
     ];
-    let id_of = || match engine.step(&AgentState::default(), &turn, &answers).unwrap() {
+    let id_of = || match engine
+        .step(&AgentState::default(), &turn, &answers)
+        .unwrap()
+    {
         Step::Done(o) => o.state.active_transaction.unwrap().id,
         other => panic!("{other:?}"),
     };
     assert_eq!(id_of(), id_of());
-    let other = Turn { identity: Identity::new("t2", "retail-bot", "s-engine"), ..turn.clone() };
-    let Step::Done(o) = engine.step(&AgentState::default(), &other, &answers).unwrap() else {
+    let other = Turn {
+        identity: Identity::new("t2", "retail-bot", "s-engine"),
+        ..turn.clone()
+    };
+    let Step::Done(o) = engine
+        .step(&AgentState::default(), &other, &answers)
+        .unwrap()
+    else {
         panic!()
     };
-    assert_ne!(o.state.active_transaction.unwrap().id, id_of(), "tenants never share ids");
+    assert_ne!(
+        o.state.active_transaction.unwrap().id,
+        id_of(),
+        "tenants never share ids"
+    );
 }

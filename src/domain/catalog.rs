@@ -184,8 +184,7 @@ pub struct Settings {
 }
 
 pub const DEFAULT_HUMAN_HANDOFF_MESSAGE: &str = "I will transfer your request to a person.";
-pub const DEFAULT_END_SESSION_MESSAGE: &str =
-    "The session has ended. Thank you for contacting us.";
+pub const DEFAULT_END_SESSION_MESSAGE: &str = "The session has ended. Thank you for contacting us.";
 
 impl Default for Settings {
     fn default() -> Self {

@@ -46,7 +46,9 @@ pub enum RouterDecision {
         #[serde(default)]
         arguments: BTreeMap<String, Value>,
     },
-    OutOfScope { confidence: f64 },
+    OutOfScope {
+        confidence: f64,
+    },
 }
 
 /// The interpreter's reading of free text inside a transaction.

@@ -11,9 +11,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use crate::domain::catalog::{
-    Assistant, Catalog, MessageSet, OnAttemptsExhausted, Settings, Tool,
-};
+use crate::domain::catalog::{Assistant, Catalog, MessageSet, OnAttemptsExhausted, Settings, Tool};
 use crate::domain::confirmation::{self, Confirmation};
 use crate::domain::decision::{
     InterpreterAct, PreValidationResult, RouterDecision, SessionControl, Skill, ToolResult,
@@ -109,7 +107,7 @@ impl<'a> Engine<'a> {
         };
         match run.run() {
             Ok(()) => Ok(Step::Done(Box::new(run.finish()))),
-            Err(Flow::Need(req)) => Ok(Step::Need(req)),
+            Err(Flow::Need(req)) => Ok(Step::Need(*req)),
             Err(Flow::Fail(e)) => Err(e),
         }
     }
@@ -132,7 +130,7 @@ fn empty_outcome(state: &AgentState) -> TurnOutcome {
 
 /// Why the straight-line run stopped early.
 enum Flow {
-    Need(Request),
+    Need(Box<Request>),
     Fail(EngineError),
 }
 
@@ -320,11 +318,11 @@ impl<'a> Run<'a> {
         }
         // Step 3: PR-1 typed fill, PR-6 recogniser. No model when they decide.
         match self.active_status() {
-            Some(TransactionStatus::CollectingParameters | TransactionStatus::PreValidation) => {
-                if self.try_typed_fill(text)? {
-                    self.out.settled_without_model = true;
-                    return Ok(());
-                }
+            Some(TransactionStatus::CollectingParameters | TransactionStatus::PreValidation)
+                if self.try_typed_fill(text)? =>
+            {
+                self.out.settled_without_model = true;
+                return Ok(());
             }
             Some(TransactionStatus::AwaitingConfirmation) => match confirmation::recognise(text) {
                 Some(Confirmation::Affirm) => {
@@ -344,11 +342,13 @@ impl<'a> Run<'a> {
             match self.classify(text)? {
                 Some(SessionControl::HumanHandoff) => return self.handoff(),
                 Some(SessionControl::EndSession) => return self.end_session(),
-                Some(SessionControl::Continue) if self.state.active_agent.is_some() => {
-                    // Step 5 (SC-3: CONTINUE without an active agent is ROUTE).
-                    if self.state.active_transaction.is_some() {
-                        return self.interpret(text);
-                    }
+                // Step 5 (SC-3: CONTINUE without an active agent is ROUTE; with an active
+                // agent but no transaction, the router decides).
+                Some(SessionControl::Continue)
+                    if self.state.active_agent.is_some()
+                        && self.state.active_transaction.is_some() =>
+                {
+                    return self.interpret(text);
                 }
                 _ => {}
             }
@@ -371,8 +371,7 @@ impl<'a> Run<'a> {
         let tx = self.active().expect("status checked by caller");
         let pending = tx.missing_parameters.clone();
         let fills_pending = extraction.values.iter().any(|v| {
-            pending.contains(&v.name)
-                && tool.parameter(&v.name).is_some_and(|p| p.kind.is_typed())
+            pending.contains(&v.name) && tool.parameter(&v.name).is_some_and(|p| p.kind.is_typed())
         });
         if fills_pending {
             let values: BTreeMap<String, Value> = extraction
@@ -450,11 +449,7 @@ impl<'a> Run<'a> {
             other => return Err(self.mismatch("interpreter", other)),
         };
         let decision = match answer {
-            Ok(d)
-                if confident(d.confidence, self.settings.interpreter_confidence_threshold) =>
-            {
-                d
-            }
+            Ok(d) if confident(d.confidence, self.settings.interpreter_confidence_threshold) => d,
             Ok(_) => {
                 self.fallback(Skill::Interpreter, FallbackReason::LowConfidence);
                 return self.clarify(false);
@@ -553,6 +548,7 @@ impl<'a> Run<'a> {
                     }
                     // PR-3: an unambiguous new intent interrupts.
                     self.terminate(TransactionStatus::Cancelled, reason::INTERRUPTED)?;
+                    self.reply(self.msgs.interrupted.clone());
                     self.set_route(&agent, Some(tool.clone()));
                     self.open(&agent, &tool, arguments)
                 } else {
@@ -701,7 +697,9 @@ impl<'a> Run<'a> {
 
     /// LC-1: moves the active transaction through every step that has nothing to wait for.
     fn advance(&mut self) -> Flowing<()> {
-        let tool = self.active_tool().expect("advance needs an active transaction");
+        let tool = self
+            .active_tool()
+            .expect("advance needs an active transaction");
         let missing = self.active().expect("active").missing_parameters.clone();
         if !missing.is_empty() {
             self.transition(TransactionStatus::CollectingParameters)?;
@@ -874,7 +872,10 @@ impl<'a> Run<'a> {
     fn validate_values(
         &self,
         arguments: &BTreeMap<String, Value>,
-    ) -> (BTreeMap<String, Value>, Vec<(String, String, InvalidReason)>) {
+    ) -> (
+        BTreeMap<String, Value>,
+        Vec<(String, String, InvalidReason)>,
+    ) {
         let mut valid = BTreeMap::new();
         let mut invalid = Vec::new();
         let Some(tool) = self.active_tool() else {
@@ -900,7 +901,9 @@ impl<'a> Run<'a> {
     /// MG-1/MG-3: `{**existing, **new}`, then `missing = required − present`. Returns whether
     /// any stored value changed.
     fn merge(&mut self, values: BTreeMap<String, Value>) -> bool {
-        let tool = self.active_tool().expect("merge needs an active transaction");
+        let tool = self
+            .active_tool()
+            .expect("merge needs an active transaction");
         let required = required_names(tool);
         let tx = self.active_mut();
         let mut changed = false;
@@ -925,7 +928,10 @@ impl<'a> Run<'a> {
         let label = spec
             .map(|p| p.label.get(self.turn.locale).to_owned())
             .unwrap_or_else(|| name.to_owned());
-        let example = spec.and_then(|p| p.example.clone()).unwrap_or_default();
+        // Text parameters have no example; the label is the best hint there is.
+        let example = spec
+            .and_then(|p| p.example.clone())
+            .unwrap_or_else(|| label.clone());
         let max = tool.max_attempts.max(1);
         let exhausted_way = tool.on_attempts_exhausted;
         let tx = self.active_mut();
@@ -1062,9 +1068,9 @@ impl<'a> Run<'a> {
             .parameters
             .iter()
             .filter_map(|p| {
-                tx.arguments.get(&p.name).map(|v| {
-                    format!("{}: {}", p.label.get(self.turn.locale), display_value(v))
-                })
+                tx.arguments
+                    .get(&p.name)
+                    .map(|v| format!("{}: {}", p.label.get(self.turn.locale), display_value(v)))
             })
             .collect();
         let text = self.render(
@@ -1099,7 +1105,7 @@ impl<'a> Run<'a> {
                 self.cursor += 1;
                 Ok(answer)
             }
-            None => Err(Flow::Need(request)),
+            None => Err(Flow::Need(Box::new(request))),
         }
     }
 

@@ -3,7 +3,9 @@
 use serde::{Deserialize, Serialize};
 
 /// A turn's language. Replies, number and date formats follow it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, PartialOrd, Ord,
+)]
 pub enum Locale {
     #[default]
     #[serde(rename = "en")]

@@ -103,12 +103,15 @@ impl AgentState {
             .as_ref()
             .or(self.last_transaction.as_ref());
         self.transaction_status = source.map(|t| t.status);
-        self.transaction_pre_validation = source.map(|t| t.pre_validation.clone()).unwrap_or_default();
+        self.transaction_pre_validation =
+            source.map(|t| t.pre_validation.clone()).unwrap_or_default();
         self.transaction_evidence = source.map(|t| t.evidence.clone()).unwrap_or_default();
         self.confirmation_required = source.is_some_and(|t| t.confirmation_required);
         self.confirmation_received = source.is_some_and(|t| t.confirmation_received);
         let active = self.active_transaction.as_ref();
-        self.missing_parameters = active.map(|t| t.missing_parameters.clone()).unwrap_or_default();
+        self.missing_parameters = active
+            .map(|t| t.missing_parameters.clone())
+            .unwrap_or_default();
         self.selected_tool_call = active.map(|t| ToolCall {
             name: t.tool.clone(),
             arguments: t.arguments.clone(),
@@ -189,6 +192,12 @@ pub fn encode(state: &AgentState) -> Vec<u8> {
 /// Version 1 is the seed-era layout a Python host wrote: the seed's fields only, no
 /// `schema_version`, history as `{role, content}`, no applied turn ids. Version 2 is this release's.
 pub fn decode(bytes: &[u8]) -> Result<AgentState, DecodeStateError> {
+    // Fast path: a checkpoint of this release decodes straight into the struct.
+    if let Ok(state) = serde_json::from_slice::<AgentState>(bytes) {
+        if state.schema_version == SCHEMA_VERSION {
+            return Ok(state);
+        }
+    }
     let mut value: Value =
         serde_json::from_slice(bytes).map_err(|e| DecodeStateError::Json(e.to_string()))?;
     let version = value
@@ -224,7 +233,10 @@ fn migrate_v1_to_v2(value: &mut Value) {
     }
     // The seed stored transactions as free dicts; empty dicts meant "none".
     for key in ["active_transaction", "last_transaction"] {
-        if obj.get(key).is_some_and(|v| v.as_object().is_some_and(|o| o.is_empty())) {
+        if obj
+            .get(key)
+            .is_some_and(|v| v.as_object().is_some_and(|o| o.is_empty()))
+        {
             obj.insert(key.into(), Value::Null);
         }
     }
@@ -291,7 +303,10 @@ mod tests {
         }"#;
         let state = decode(v1).unwrap();
         assert_eq!(state.schema_version, SCHEMA_VERSION);
-        assert_eq!(state.active_transaction.as_ref().unwrap().tool, "retail_order_cancel");
+        assert_eq!(
+            state.active_transaction.as_ref().unwrap().tool,
+            "retail_order_cancel"
+        );
         assert!(state.last_transaction.is_none());
         assert_eq!(state.history[0].text, "cancel my order");
     }
@@ -305,15 +320,19 @@ mod tests {
             DecodeStateError::FromTheFuture { found: 99 }
         );
         assert_eq!(
-            decode(br#"{"schema_version": 2, "history": 5}"#).unwrap_err().reason(),
+            decode(br#"{"schema_version": 2, "history": 5}"#)
+                .unwrap_err()
+                .reason(),
             "schema_mismatch"
         );
     }
 
     #[test]
     fn encode_decode_round_trips() {
-        let mut s = AgentState::default();
-        s.active_agent = Some("retail".into());
+        let mut s = AgentState {
+            active_agent: Some("retail".into()),
+            ..Default::default()
+        };
         s.mark_applied("t1");
         assert_eq!(decode(&encode(&s)).unwrap(), s);
     }

@@ -194,7 +194,11 @@ impl Transaction {
 
     /// The idempotency key of the n-th pre-validation (a correction re-validates, MG-6).
     pub fn pre_validation_key(&self) -> String {
-        format!("{}:pre_validation:{}", self.id, self.pre_validation.len() + 1)
+        format!(
+            "{}:pre_validation:{}",
+            self.id,
+            self.pre_validation.len() + 1
+        )
     }
 
     /// Whether the latest pre-validation covered exactly the current arguments.
@@ -222,7 +226,10 @@ mod tests {
     // LC-3: no transition leaves a terminal state.
     #[test]
     fn terminal_states_have_no_way_out() {
-        for from in TransactionStatus::ALL.into_iter().filter(|s| s.is_terminal()) {
+        for from in TransactionStatus::ALL
+            .into_iter()
+            .filter(|s| s.is_terminal())
+        {
             for to in TransactionStatus::ALL {
                 assert!(!is_legal_transition(from, to), "{from:?} -> {to:?}");
             }

@@ -173,7 +173,11 @@ mod tests {
             json!({"decision": 3, "confidence": 0.9}),
             json!({"decision": "ROUTE", "confidence": "high"}),
         ] {
-            assert_eq!(parse_classifier(&bad), Err(ModelFailure::InvalidJson), "{bad}");
+            assert_eq!(
+                parse_classifier(&bad),
+                Err(ModelFailure::InvalidJson),
+                "{bad}"
+            );
         }
     }
 
@@ -182,14 +186,20 @@ mod tests {
         let r = parse_router(&json!({"agent": "retail", "intent": "retail_order_cancel",
             "confidence": 0.95, "arguments": {"order_id": "PED-1001"}}))
         .unwrap();
-        assert!(matches!(r, RouterDecision::Route { ref intent, .. } if intent.as_deref() == Some("retail_order_cancel")));
+        assert!(
+            matches!(r, RouterDecision::Route { ref intent, .. } if intent.as_deref() == Some("retail_order_cancel"))
+        );
         assert!(matches!(
             parse_router(&json!({"out_of_scope": true, "confidence": 0.93})),
             Ok(RouterDecision::OutOfScope { .. })
         ));
-        assert!(parse_router(&json!({"agent": "retail", "confidence": 0.9, "arguments": [1]})).is_err());
-        let i = parse_interpreter(&json!({"act": "provide", "arguments": {"amount": "10"}, "confidence": 0.9}))
-            .unwrap();
+        assert!(
+            parse_router(&json!({"agent": "retail", "confidence": 0.9, "arguments": [1]})).is_err()
+        );
+        let i = parse_interpreter(
+            &json!({"act": "provide", "arguments": {"amount": "10"}, "confidence": 0.9}),
+        )
+        .unwrap();
         assert_eq!(i.act, InterpreterAct::Provide);
         assert!(parse_interpreter(&json!({"act": "dance", "confidence": 0.9})).is_err());
     }

@@ -160,7 +160,10 @@ pub fn parse_scenario(text: &str, file: &str) -> Result<Scenario, ScenarioError>
         err(describe_path(&path), e.into_inner().to_string())
     })?;
     if raw.turns.is_empty() {
-        return Err(err("turns".into(), "a scenario needs at least one turn".into()));
+        return Err(err(
+            "turns".into(),
+            "a scenario needs at least one turn".into(),
+        ));
     }
     let identity = identity_of(raw.identity, &err)?;
     let mut turns = Vec::with_capacity(raw.turns.len());
@@ -255,8 +258,12 @@ fn turn_of(raw: RawTurn, index: usize, err: &ErrFn<'_>) -> Result<ScenarioTurn, 
     };
     let locale = match raw.locale {
         None => Locale::En,
-        Some(tag) => Locale::parse(&tag)
-            .ok_or_else(|| err(at("locale"), format!("unknown locale `{tag}`; use en or pt-BR")))?,
+        Some(tag) => Locale::parse(&tag).ok_or_else(|| {
+            err(
+                at("locale"),
+                format!("unknown locale `{tag}`; use en or pt-BR"),
+            )
+        })?,
     };
     let after_ms = match raw.after {
         None => 1000,
@@ -281,11 +288,21 @@ fn turn_of(raw: RawTurn, index: usize, err: &ErrFn<'_>) -> Result<ScenarioTurn, 
         let script = if name.ends_with(PRE_VALIDATION_SUFFIX) {
             serde_json::from_value::<PreValidationScript>(value)
                 .map(ToolScript::PreValidation)
-                .map_err(|e| err(key.clone(), format!("{e} (expected {{eligible, reason, data}})")))?
+                .map_err(|e| {
+                    err(
+                        key.clone(),
+                        format!("{e} (expected {{eligible, reason, data}})"),
+                    )
+                })?
         } else {
             serde_json::from_value::<ExecutionScript>(value)
                 .map(ToolScript::Execution)
-                .map_err(|e| err(key.clone(), format!("{e} (expected {{ok, data, retryable, error}})")))?
+                .map_err(|e| {
+                    err(
+                        key.clone(),
+                        format!("{e} (expected {{ok, data, retryable, error}})"),
+                    )
+                })?
         };
         tools.insert(name, script);
     }
@@ -294,7 +311,10 @@ fn turn_of(raw: RawTurn, index: usize, err: &ErrFn<'_>) -> Result<ScenarioTurn, 
         if !EXPECT_KEYS.contains(&key.as_str()) {
             return Err(err(
                 at(&format!("expect.{key}")),
-                format!("unknown expectation; valid keys: {}", EXPECT_KEYS.join(", ")),
+                format!(
+                    "unknown expectation; valid keys: {}",
+                    EXPECT_KEYS.join(", ")
+                ),
             ));
         }
         check_expect_value(key, value).map_err(|p| err(at(&format!("expect.{key}")), p))?;
@@ -312,10 +332,7 @@ fn turn_of(raw: RawTurn, index: usize, err: &ErrFn<'_>) -> Result<ScenarioTurn, 
 }
 
 fn check_expect_value(key: &str, value: &Value) -> Result<(), String> {
-    let list_of_strings = |v: &Value| {
-        v.as_array()
-            .is_some_and(|a| a.iter().all(Value::is_string))
-    };
+    let list_of_strings = |v: &Value| v.as_array().is_some_and(|a| a.iter().all(Value::is_string));
     match key {
         "missing_parameters" | "events" if !list_of_strings(value) => {
             Err("must be a list of strings".into())
@@ -370,7 +387,9 @@ fn scripted_of(
             "error" => Ok(Some(Scripted::Fault(ModelFailure::Error))),
             other => Err(err(
                 key.to_owned(),
-                format!("unknown fault `{other}`; use invalid_json, timeout or error, or an object"),
+                format!(
+                    "unknown fault `{other}`; use invalid_json, timeout or error, or an object"
+                ),
             )),
         },
         Some(Value::Object(map)) => Ok(Some(Scripted::Answer(map))),
@@ -403,12 +422,22 @@ fn yaml_words(v: &Value) -> String {
 /// `45m`, `30s`, `2h`, `1d`, or a bare number of seconds.
 pub fn parse_duration_ms(v: &Value) -> Option<i64> {
     let text = match v {
-        Value::Number(n) => return n.as_f64().filter(|s| *s >= 0.0).map(|s| (s * 1000.0) as i64),
+        Value::Number(n) => {
+            return n
+                .as_f64()
+                .filter(|s| *s >= 0.0)
+                .map(|s| (s * 1000.0) as i64)
+        }
         Value::String(s) => s.trim(),
         _ => return None,
     };
-    let (number, unit) = text.split_at(text.find(|c: char| c.is_alphabetic()).unwrap_or(text.len()));
-    let n: f64 = number.trim().parse().ok().filter(|n: &f64| *n >= 0.0 && n.is_finite())?;
+    let (number, unit) =
+        text.split_at(text.find(|c: char| c.is_alphabetic()).unwrap_or(text.len()));
+    let n: f64 = number
+        .trim()
+        .parse()
+        .ok()
+        .filter(|n: &f64| *n >= 0.0 && n.is_finite())?;
     let factor = match unit.trim() {
         "" | "s" => 1_000.0,
         "ms" => 1.0,
@@ -469,8 +498,14 @@ turns:
         assert_eq!(s.identity.agent_id, "retail-bot");
         assert_eq!(s.turns[0].after_ms, 45 * 60_000);
         assert_eq!(s.turns[0].locale, Locale::PtBr);
-        assert_eq!(s.turns[0].model.router, Some(Scripted::Fault(ModelFailure::Timeout)));
-        assert_eq!(s.turns[1].input, TurnInputSpec::Action(ChannelAction::Confirm));
+        assert_eq!(
+            s.turns[0].model.router,
+            Some(Scripted::Fault(ModelFailure::Timeout))
+        );
+        assert_eq!(
+            s.turns[1].input,
+            TurnInputSpec::Action(ChannelAction::Confirm)
+        );
         assert!(s.turns[1].restart && s.turns[1].redeliver);
     }
 }

@@ -61,7 +61,11 @@ impl RunReport {
                 }
             }
         }
-        out.push_str(&format!("{} passed, {} failed\n", self.passed(), self.failed()));
+        out.push_str(&format!(
+            "{} passed, {} failed\n",
+            self.passed(),
+            self.failed()
+        ));
         out
     }
 }
@@ -116,7 +120,9 @@ pub fn run_paths(paths: &[PathBuf]) -> Result<RunReport, String> {
                 failure: Some(e.to_string()),
             },
             Ok(scenario) => {
-                let failure = runtime.block_on(run_scenario(&scenario, &mut catalogs)).err();
+                let failure = runtime
+                    .block_on(run_scenario(&scenario, &mut catalogs))
+                    .err();
                 ScenarioResult {
                     file: scenario.file.clone(),
                     name: scenario.name.clone(),
@@ -139,7 +145,10 @@ async fn run_scenario(
     scenario: &Scenario,
     catalogs: &mut BTreeMap<String, Result<Catalog, String>>,
 ) -> Result<(), String> {
-    let config = scenario.config.clone().unwrap_or_else(|| DEFAULT_CONFIG.into());
+    let config = scenario
+        .config
+        .clone()
+        .unwrap_or_else(|| DEFAULT_CONFIG.into());
     let load = |catalogs: &mut BTreeMap<String, Result<Catalog, String>>| {
         catalogs
             .entry(config.clone())
@@ -219,7 +228,9 @@ pub fn check_turn(spec: &ScenarioTurn, processed: &ProcessedTurn) -> Result<(), 
                 if text.to_lowercase().contains(&needle) {
                     Ok(())
                 } else {
-                    Err(format!("expected the reply to contain {expected}, got {text:?}"))
+                    Err(format!(
+                        "expected the reply to contain {expected}, got {text:?}"
+                    ))
                 }
             }
             "missing_parameters" | "model_calls" => {
@@ -246,7 +257,11 @@ fn sorted(v: &Value, dedupe: bool) -> Value {
         .as_array()
         .into_iter()
         .flatten()
-        .map(|x| x.as_str().map(str::to_owned).unwrap_or_else(|| x.to_string()))
+        .map(|x| {
+            x.as_str()
+                .map(str::to_owned)
+                .unwrap_or_else(|| x.to_string())
+        })
         .collect();
     items.sort();
     if dedupe {

@@ -80,7 +80,11 @@ impl ScriptedTools {
 }
 
 impl ToolGateway for ScriptedTools {
-    async fn pre_validate(&self, request: &ToolRequest, ctx: CallContext<'_>) -> PreValidationResult {
+    async fn pre_validate(
+        &self,
+        request: &ToolRequest,
+        ctx: CallContext<'_>,
+    ) -> PreValidationResult {
         let p = self.pre_validation(&request.tool);
         PreValidationResult {
             eligible: p.eligible,
