@@ -1,0 +1,502 @@
+#!/usr/bin/env bash
+# Local test services for turnstile: a real Apache Kafka 4.x single-node KRaft broker and a real
+# Apache Cassandra 5.0 node on 127.0.0.1, run straight from Maven Central jars (no Docker, no tarballs).
+#
+#   scripts/services.sh up                       fetch jars (once), start both, wait until ready
+#   scripts/services.sh down [--purge]           stop both (SIGTERM, then SIGKILL); --purge also deletes run data
+#   scripts/services.sh status                   running/ready per service; exit 1 if any is not ready
+#   scripts/services.sh restart [--kill] kafka|cassandra
+#                                                stop one service (--kill: SIGKILL, no graceful shutdown),
+#                                                start it again and wait until ready (fault injection)
+#   scripts/services.sh env                      print the export lines for the tests
+#
+# Jars:      .cache/services/{kafka,cassandra}-<ver>/lib   (kept; maven repo in .cache/m2)
+# Run data:  .cache/services/run/                          (throw-away: data, logs, pids, rendered configs)
+# See docs/services.md for ports, env overrides and measured timings.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+INFRA="$ROOT/infra"
+CACHE="$ROOT/.cache"
+SVC_HOME="$CACHE/services"
+RUN="$SVC_HOME/run"
+LOGS="$RUN/logs"
+
+# ---- settings (all env-overridable) -----------------------------------------------------------
+KAFKA_VERSION="${KAFKA_VERSION:-4.1.2}"
+CASSANDRA_VERSION="${CASSANDRA_VERSION:-5.0.8}"
+DEP_PLUGIN="${DEP_PLUGIN:-org.apache.maven.plugins:maven-dependency-plugin:3.8.1}"
+
+SERVICES_HOST="${SERVICES_HOST:-127.0.0.1}"
+KAFKA_PORT="${KAFKA_PORT:-9092}"
+KAFKA_CTRL_PORT="${KAFKA_CTRL_PORT:-9093}"
+KAFKA_NUM_PARTITIONS="${KAFKA_NUM_PARTITIONS:-12}"
+KAFKA_HEAP="${KAFKA_HEAP:--Xms256m -Xmx512m}"
+KAFKA_CLUSTER_ID="${KAFKA_CLUSTER_ID:-dHVybnN0aWxlLXRlc3QtMQ}" # base64url("turnstile-test-1")
+CQL_PORT="${CQL_PORT:-9042}"
+CASS_STORAGE_PORT="${CASS_STORAGE_PORT:-7000}"
+CASS_SSL_STORAGE_PORT="${CASS_SSL_STORAGE_PORT:-7001}"   # rendered into the yaml; not bound (no internode TLS)
+CASS_HEAP="${CASS_HEAP:--Xms1g -Xmx1g}"
+CASS_MLOCK="${CASS_MLOCK:-0}"                             # 1: let Cassandra mlockall its heap (see start_cassandra)
+CASS_JMX_PORT="${CASS_JMX_PORT:-}"                        # empty: no JMX; set e.g. 7199 for nodetool (loopback only)
+
+KAFKA_TIMEOUT="${KAFKA_TIMEOUT:-90}"          # seconds to readiness
+CASS_TIMEOUT="${CASS_TIMEOUT:-240}"
+KAFKA_STOP_TIMEOUT="${KAFKA_STOP_TIMEOUT:-30}"  # seconds between SIGTERM and SIGKILL
+CASS_STOP_TIMEOUT="${CASS_STOP_TIMEOUT:-60}"
+KCAT="${KCAT:-kcat}"                          # kcat binary used by the Kafka readiness probe
+KCAT_INSTALL="${KCAT_INSTALL:-1}"             # 1: apt-get install kcat when missing (needs root)
+M2_REPO="${SERVICES_M2_REPO:-$CACHE/m2}"      # maven local repo used for the one-time jar fetch
+
+KAFKA_LIB="$SVC_HOME/kafka-$KAFKA_VERSION/lib"
+CASS_LIB="$SVC_HOME/cassandra-$CASSANDRA_VERSION/lib"
+KAFKA_MAIN="kafka.Kafka"
+CASS_MAIN="org.apache.cassandra.service.CassandraDaemon"
+
+# ---- small helpers ------------------------------------------------------------------------------
+log()  { printf '[services] %s\n' "$*"; }
+warn() { printf '[services] WARNING: %s\n' "$*" >&2; }
+die()  { printf '[services] ERROR: %s\n' "$*" >&2; exit 1; }
+now()  { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+pid_file()  { echo "$RUN/$1.pid"; }
+log_file()  { echo "$LOGS/$1.log"; }
+main_class() { case "$1" in kafka) echo "$KAFKA_MAIN" ;; cassandra) echo "$CASS_MAIN" ;; esac; }
+svc_port()  { case "$1" in kafka) echo "$KAFKA_PORT" ;; cassandra) echo "$CQL_PORT" ;; esac; }
+svc_timeout() { case "$1" in kafka) echo "$KAFKA_TIMEOUT" ;; cassandra) echo "$CASS_TIMEOUT" ;; esac; }
+stop_timeout() { case "$1" in kafka) echo "$KAFKA_STOP_TIMEOUT" ;; cassandra) echo "$CASS_STOP_TIMEOUT" ;; esac; }
+check_service_name() { case "${1:-}" in kafka|cassandra) ;; *) die "unknown service '${1:-}' (expected kafka or cassandra)" ;; esac; }
+
+# The pid recorded for a service, if that process is alive AND still runs our main class
+# (guards against a recycled pid). Prints nothing otherwise.
+live_pid() {
+  local f pid
+  f="$(pid_file "$1")"
+  [[ -f "$f" ]] || return 0
+  pid="$(cat "$f" 2>/dev/null || true)"
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 0
+  kill -0 "$pid" 2>/dev/null || return 0
+  if [[ -r "/proc/$pid/cmdline" ]] && ! tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF "$(main_class "$1")"; then
+    return 0
+  fi
+  echo "$pid"
+}
+
+tail_log() { # service
+  local f
+  f="$(log_file "$1")"
+  printf '[services] ---- last 40 lines of %s ----\n' "$f" >&2
+  if [[ -f "$f" ]]; then tail -n 40 "$f" | sed 's/^/    /' >&2; else echo "    (no log file)" >&2; fi
+  printf '[services] ----\n' >&2
+}
+
+port_in_use() { # port -> 0 if something accepts connections on SERVICES_HOST:port
+  (exec 3<>"/dev/tcp/$SERVICES_HOST/$1") 2>/dev/null
+}
+
+port_owner() { # port -> "users:((...))" from ss, if available
+  command -v ss >/dev/null 2>&1 || return 0
+  ss -Hltnp "sport = :$1" 2>/dev/null | grep -o 'users:(([^)]*))' | head -n 1 || true
+}
+
+# ---- preflight ------------------------------------------------------------------------------------
+JAVA=""
+find_java() {
+  local cand
+  for cand in "${JAVA17_HOME:-}" /usr/lib/jvm/java-17-openjdk-amd64 /usr/lib/jvm/java-17-openjdk "${JAVA_HOME:-}"; do
+    [[ -n "$cand" && -x "$cand/bin/java" ]] || continue
+    if "$cand/bin/java" -version 2>&1 | head -n 1 | grep -q 'version "17\.'; then JAVA_HOME="$cand"; JAVA="$cand/bin/java"; break; fi
+  done
+  if [[ -z "$JAVA" ]] && command -v java >/dev/null 2>&1 && java -version 2>&1 | head -n 1 | grep -q 'version "17\.'; then
+    JAVA="$(command -v java)"
+    JAVA_HOME="$(dirname "$(dirname "$(readlink -f "$JAVA")")")"
+  fi
+  [[ -n "$JAVA" ]] || die "Java 17 not found (Kafka 4.x needs >=17, Cassandra 5.0 needs 11 or 17). Fix: apt-get install -y openjdk-17-jdk-headless, or set JAVA17_HOME."
+  export JAVA_HOME
+}
+
+check_ports_free() { # service
+  local p name owner
+  local -a ports
+  case "$1" in
+    kafka) ports=("KAFKA_PORT=$KAFKA_PORT" "KAFKA_CTRL_PORT=$KAFKA_CTRL_PORT") ;;
+    cassandra) ports=("CQL_PORT=$CQL_PORT" "CASS_STORAGE_PORT=$CASS_STORAGE_PORT") ;;
+  esac
+  [[ -z "$CASS_JMX_PORT" || "$1" != cassandra ]] || ports+=("CASS_JMX_PORT=$CASS_JMX_PORT")
+  for p in "${ports[@]}"; do
+    name="${p%%=*}"; p="${p#*=}"
+    if port_in_use "$p"; then
+      owner="$(port_owner "$p")"
+      die "$1: port $SERVICES_HOST:$p ($name) is already in use${owner:+ by $owner}; stop that process (if it is ours: scripts/services.sh down) or pick another port, e.g. $name=$((p + 10000)) scripts/services.sh up"
+    fi
+  done
+}
+
+ensure_kcat() {
+  command -v "$KCAT" >/dev/null 2>&1 && return 0
+  [[ "$KCAT_INSTALL" == 1 ]] || return 0
+  if [[ "$(id -u)" -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+    warn "kcat not found and cannot apt-get it (not root / no apt); Kafka readiness falls back to TCP + log line"
+    return 0
+  fi
+  log "installing kcat (apt-get install -y kcat) for the Kafka readiness probe"
+  local alog="$SVC_HOME/apt-kcat.log"
+  mkdir -p "$SVC_HOME"
+  if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q kcat >"$alog" 2>&1; then
+    log "apt-get install failed; running apt-get update and retrying"
+    DEBIAN_FRONTEND=noninteractive apt-get update -q >>"$alog" 2>&1 || true
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q kcat >>"$alog" 2>&1 ||
+      warn "could not install kcat (see $alog); Kafka readiness falls back to TCP + log line"
+  fi
+}
+
+# ---- jars -----------------------------------------------------------------------------------------
+fetch_jars() { # service
+  local svc="$1" lib pom prop ver tmp mlog t0
+  case "$svc" in
+    kafka) lib="$KAFKA_LIB"; pom="$INFRA/kafka/pom.xml"; prop="kafka.version"; ver="$KAFKA_VERSION" ;;
+    cassandra) lib="$CASS_LIB"; pom="$INFRA/cassandra/pom.xml"; prop="cassandra.version"; ver="$CASSANDRA_VERSION" ;;
+  esac
+  [[ -f "$lib/.complete" ]] && return 0
+  command -v mvn >/dev/null 2>&1 || die "mvn not found but $svc jars are not cached yet. Fix: apt-get install -y maven"
+  log "fetching $svc $ver jars from Maven Central into ${lib#"$ROOT"/} (once)"
+  t0="$(now)"
+  tmp="$lib.tmp.$$"
+  mlog="$SVC_HOME/mvn-$svc.log"
+  rm -rf "$tmp"; mkdir -p "$tmp"
+  if ! mvn -B -ntp -Dmaven.repo.local="$M2_REPO" -f "$pom" -D"$prop=$ver" \
+        "$DEP_PLUGIN:copy-dependencies" -DincludeScope=runtime -DoutputDirectory="$tmp" >"$mlog" 2>&1; then
+    rm -rf "$tmp"
+    tail -n 40 "$mlog" | sed 's/^/    /' >&2
+    die "$svc: mvn copy-dependencies failed (Maven Central unreachable or artifact missing); full log: $mlog"
+  fi
+  sanity_check_jars "$svc" "$tmp"
+  rm -rf "$lib"; mv "$tmp" "$lib"
+  touch "$lib/.complete"
+  log "$svc jars ready: $(find "$lib" -name '*.jar' | wc -l) jars, $(du -sh "$lib" | cut -f1) in $(since "$t0")s"
+}
+
+sanity_check_jars() { # service dir
+  local svc="$1" dir="$2" pat
+  local -a must
+  case "$svc" in
+    kafka) must=("kafka_2.13-$KAFKA_VERSION.jar" "kafka-server-$KAFKA_VERSION.jar" 'log4j-core-*.jar' 'log4j-slf4j-impl-*.jar' 'slf4j-api-1.7*.jar') ;;
+    cassandra) must=("cassandra-all-$CASSANDRA_VERSION.jar" 'jamm-*.jar' 'logback-classic-*.jar' 'netty-transport-native-epoll-*-linux-x86_64.jar' 'jna-[0-9]*.jar') ;;
+  esac
+  for pat in "${must[@]}"; do
+    compgen -G "$dir/$pat" >/dev/null || die "$svc: expected jar $pat missing after fetch (in $dir)"
+  done
+}
+
+# ---- configs --------------------------------------------------------------------------------------
+render() { # template output  (replaces @VAR@ with the value of $VAR for the vars listed)
+  local in="$1" out="$2" v sedargs=()
+  for v in SERVICES_HOST KAFKA_PORT KAFKA_CTRL_PORT KAFKA_NUM_PARTITIONS CQL_PORT CASS_STORAGE_PORT \
+           CASS_SSL_STORAGE_PORT KAFKA_DATA CASS_DATA; do
+    sedargs+=(-e "s#@$v@#${!v}#g")
+  done
+  sed "${sedargs[@]}" "$in" >"$out.tmp"
+  if grep -vE '^[[:space:]]*#' "$out.tmp" | grep -qE '@[A-Z_]+@'; then
+    die "unrendered placeholder in $out: $(grep -vE '^[[:space:]]*#' "$out.tmp" | grep -oE '@[A-Z_]+@' | head -n 1)"
+  fi
+  mv "$out.tmp" "$out"
+}
+
+KAFKA_DATA="$RUN/kafka/data"
+CASS_DATA="$RUN/cassandra"
+prepare_kafka() {
+  mkdir -p "$KAFKA_DATA" "$RUN/kafka/tmp" "$LOGS"
+  render "$INFRA/kafka/server.properties.in" "$RUN/kafka/server.properties"
+  [[ -f "$KAFKA_DATA/meta.properties" ]] && return 0
+  log "formatting Kafka storage (cluster id $KAFKA_CLUSTER_ID)"
+  if ! "$JAVA" -Xmx256m -Dlog4j2.configurationFile="$INFRA/kafka/log4j2.properties" -cp "$KAFKA_LIB/*" \
+        kafka.tools.StorageTool format --config "$RUN/kafka/server.properties" \
+        --cluster-id "$KAFKA_CLUSTER_ID" --ignore-formatted >"$LOGS/kafka-format.log" 2>&1; then
+    tail -n 40 "$LOGS/kafka-format.log" | sed 's/^/    /' >&2
+    die "kafka: storage format failed (full log: $LOGS/kafka-format.log)"
+  fi
+}
+
+prepare_cassandra() {
+  mkdir -p "$CASS_DATA"/{data,commitlog,saved_caches,hints,cdc_raw} "$RUN/cassandra/tmp" "$LOGS"
+  render "$INFRA/cassandra/cassandra.yaml.in" "$RUN/cassandra/cassandra.yaml"
+}
+
+# ---- start ----------------------------------------------------------------------------------------
+rotate_log() { local f; f="$(log_file "$1")"; [[ -f "$f" ]] && mv -f "$f" "$f.prev"; return 0; }
+
+start_kafka() {
+  rotate_log kafka
+  local -a opts
+  read -r -a opts <<<"$KAFKA_HEAP"
+  opts+=(-server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35
+         -XX:+ExplicitGCInvokesConcurrent -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true
+         -Djava.io.tmpdir="$RUN/kafka/tmp"
+         -Dlog4j2.configurationFile="$INFRA/kafka/log4j2.properties" -Dkafka.logs.dir="$LOGS")
+  nohup "$JAVA" "${opts[@]}" -cp "$KAFKA_LIB/*" "$KAFKA_MAIN" "$RUN/kafka/server.properties" \
+    >"$(log_file kafka)" 2>&1 </dev/null 9>&- &
+  echo $! >"$(pid_file kafka)"
+}
+
+start_cassandra() {
+  rotate_log cassandra
+  local -a opts heap jamm
+  mapfile -t opts < <(grep -vE '^[[:space:]]*(#|$)' "$INFRA/cassandra/jvm17.options" | sed 's/[[:space:]]*$//')
+  read -r -a heap <<<"$CASS_HEAP"
+  jamm=("$CASS_LIB"/jamm-*.jar)
+  opts+=("${heap[@]}" "-javaagent:${jamm[0]}"
+         -Dcassandra.config="file://$RUN/cassandra/cassandra.yaml"
+         -Dcassandra.storagedir="$CASS_DATA"
+         -Dcassandra.logdir="$LOGS"
+         -Dlogback.configurationFile="file://$INFRA/cassandra/logback.xml"
+         -Djava.io.tmpdir="$RUN/cassandra/tmp" -Djna.tmpdir="$RUN/cassandra/tmp")
+  [[ -z "$CASS_JMX_PORT" ]] || opts+=(-Dcassandra.jmx.local.port="$CASS_JMX_PORT")
+  # Cassandra always calls mlockall(MCL_CURRENT): as root that pins the whole 1 GiB heap up front
+  # (slower start, RSS = heap at once). Unless CASS_MLOCK=1, start it without CAP_IPC_LOCK and with a
+  # tiny RLIMIT_MEMLOCK so mlockall fails harmlessly ("Unable to lock JVM memory (ENOMEM)" warning).
+  local -a prefix=()
+  if [[ "$CASS_MLOCK" != 1 && "$(id -u)" -eq 0 ]] && command -v setpriv >/dev/null 2>&1; then
+    prefix=(setpriv --bounding-set -ipc_lock)
+  fi
+  (
+    [[ "$CASS_MLOCK" == 1 ]] || ulimit -S -l 64 2>/dev/null || true
+    exec nohup "${prefix[@]}" "$JAVA" "${opts[@]}" -cp "$CASS_LIB/*" "$CASS_MAIN" >"$(log_file cassandra)" 2>&1 </dev/null 9>&-
+  ) &
+  echo $! >"$(pid_file cassandra)"
+}
+
+# ---- readiness probes -----------------------------------------------------------------------------
+kafka_ready() {
+  port_in_use "$KAFKA_PORT" || return 1
+  if command -v "$KCAT" >/dev/null 2>&1; then
+    # real metadata round trip; a fenced/unregistered broker is not listed
+    "$KCAT" -b "$SERVICES_HOST:$KAFKA_PORT" -L -m 3 2>/dev/null | grep -q "broker 1 at $SERVICES_HOST:$KAFKA_PORT"
+  else
+    grep -q 'Kafka Server started' "$(log_file kafka)" 2>/dev/null
+  fi
+}
+
+# Minimal CQL v4 client in bash: OPTIONS -> SUPPORTED, STARTUP -> READY,
+# QUERY "SELECT release_version FROM system.local" -> RESULT. Prints the release version.
+cql_read_frame() { # fd 3 -> sets CQL_OP and CQL_BODY (printable strings joined by '|')
+  local hdr ver l1 l2 l3 l4 len
+  hdr="$(dd bs=1 count=9 <&3 2>/dev/null | od -An -tx1 | tr -s ' \n' ' ')"
+  read -r ver _ _ _ CQL_OP l1 l2 l3 l4 <<<"$hdr"
+  [[ "${ver:-}" == 84 && -n "${l4:-}" ]] || return 1
+  len=$((16#$l1$l2$l3$l4))
+  CQL_BODY=""
+  if ((len > 0)); then
+    CQL_BODY="$(dd bs=1 count="$len" <&3 2>/dev/null | tr -c '[:print:]' '\n' | grep -v '^$' | tr '\n' '|')"
+  fi
+}
+cql_query_version() {
+  local q='SELECT release_version FROM system.local' n blen qlen bl
+  exec 3<>"/dev/tcp/$SERVICES_HOST/$CQL_PORT" || return 1
+  printf '\x04\x00\x00\x01\x05\x00\x00\x00\x00' >&3                                   # OPTIONS
+  cql_read_frame && [[ "$CQL_OP" == 06 ]] || return 1                                  # SUPPORTED
+  printf '\x04\x00\x00\x02\x01\x00\x00\x00\x16\x00\x01\x00\x0bCQL_VERSION\x00\x053.0.0' >&3  # STARTUP
+  cql_read_frame && [[ "$CQL_OP" == 02 ]] || return 1                                  # READY
+  n=${#q}; blen=$((4 + n + 2 + 1))
+  printf -v qlen '\\x%02x\\x%02x\\x%02x\\x%02x' 0 0 $((n >> 8)) $((n & 255))
+  printf -v bl '\\x%02x\\x%02x\\x%02x\\x%02x' 0 0 $((blen >> 8)) $((blen & 255))
+  printf '\x04\x00\x00\x03\x07'"$bl$qlen"'%s\x00\x01\x00' "$q" >&3                      # QUERY, CL=ONE
+  cql_read_frame && [[ "$CQL_OP" == 08 ]] || return 1                                  # RESULT
+  exec 3>&-
+  tr '|' '\n' <<<"$CQL_BODY" | grep -E '^[0-9]+\.[0-9]+' | tail -n 1
+}
+cassandra_ready() {
+  grep -q 'Startup complete' "$(log_file cassandra)" 2>/dev/null || return 1
+  port_in_use "$CQL_PORT" || return 1
+  timeout 5 bash -c "$(declare -f cql_read_frame cql_query_version); SERVICES_HOST=$SERVICES_HOST CQL_PORT=$CQL_PORT cql_query_version" \
+    >/dev/null 2>&1
+}
+svc_ready() { case "$1" in kafka) kafka_ready ;; cassandra) cassandra_ready ;; esac; }
+
+# Wait for all given services at once; fail early if one dies; print the log tail on failure.
+wait_ready() { # service...
+  local svc pid elapsed all_done
+  declare -A started done_
+  for svc in "$@"; do started[$svc]="$(cat "$RUN/$svc.started" 2>/dev/null || now)"; done_[$svc]=0; done
+  while :; do
+    all_done=1
+    for svc in "$@"; do
+      [[ "${done_[$svc]}" == 1 ]] && continue
+      all_done=0
+      pid="$(live_pid "$svc")"
+      if [[ -z "$pid" ]]; then
+        tail_log "$svc"
+        rm -f "$(pid_file "$svc")"
+        die "$svc exited during startup (log: $(log_file "$svc"))"
+      fi
+      if svc_ready "$svc"; then
+        done_[$svc]=1
+        if [[ "${ALREADY_RUNNING:- }" == *" $svc "* ]]; then
+          log "$svc already running and ready on $SERVICES_HOST:$(svc_port "$svc") (pid $pid)"
+        else
+          log "$svc ready on $SERVICES_HOST:$(svc_port "$svc") (pid $pid) after $(since "${started[$svc]}")s"
+        fi
+        continue
+      fi
+      elapsed="$(since "${started[$svc]}")"
+      if (( ${elapsed%.*} >= $(svc_timeout "$svc") )); then
+        tail_log "$svc"
+        die "$svc not ready after ${elapsed}s (pid $pid still running; log: $(log_file "$svc"); stop with: scripts/services.sh down)"
+      fi
+    done
+    [[ "$all_done" == 1 ]] && return 0
+    sleep 1
+  done
+}
+
+# ---- stop -----------------------------------------------------------------------------------------
+send_stop() { # service signal  -> prints the pid signalled (if any)
+  local pid
+  pid="$(live_pid "$1")"
+  if [[ -z "$pid" ]]; then rm -f "$(pid_file "$1")"; return 0; fi
+  kill "-$2" "$pid" 2>/dev/null || true
+  echo "$pid"
+}
+
+wait_stopped() { # service pid t0(signal time)
+  local svc="$1" pid="$2" t0="$3" limit
+  limit="$(stop_timeout "$svc")"
+  while kill -0 "$pid" 2>/dev/null; do
+    if (( $(printf '%.0f' "$(since "$t0")") >= limit )); then
+      warn "$svc (pid $pid) still running ${limit}s after SIGTERM; sending SIGKILL"
+      kill -KILL "$pid" 2>/dev/null || true
+      sleep 1
+      break
+    fi
+    sleep 0.2
+  done
+  rm -f "$(pid_file "$svc")" "$RUN/$svc.started"
+  log "$svc stopped (pid $pid) in $(since "$t0")s"
+}
+
+stop_services() { # signal service...
+  local sig="$1" svc pid t0
+  shift
+  declare -A pids
+  t0="$(now)"
+  for svc in "$@"; do
+    pid="$(send_stop "$svc" "$sig")"
+    if [[ -n "$pid" ]]; then pids[$svc]="$pid"; else log "$svc not running"; fi
+  done
+  for svc in "$@"; do
+    [[ -n "${pids[$svc]:-}" ]] && wait_stopped "$svc" "${pids[$svc]}" "$t0"
+  done
+  return 0
+}
+
+# ---- env for tests --------------------------------------------------------------------------------
+write_env() {
+  cat >"$RUN/env.sh" <<EOF
+# generated by scripts/services.sh; source it before running the integration tests
+export KAFKA_BROKERS=$SERVICES_HOST:$KAFKA_PORT
+export CQL_CONTACT=$SERVICES_HOST:$CQL_PORT
+EOF
+}
+
+# ---- commands -------------------------------------------------------------------------------------
+lock() {
+  mkdir -p "$RUN"
+  exec 9>"$RUN/.lock"
+  flock -w 600 9 || die "another services.sh command holds $RUN/.lock"
+}
+
+# Bring one service up if needed and add it to WAITLIST (a running one is waited for too: no-op if ready).
+WAITLIST=()
+ALREADY_RUNNING=" "
+start_if_needed() { # service
+  local svc="$1" pid
+  pid="$(live_pid "$svc")"
+  WAITLIST+=("$svc")
+  if [[ -n "$pid" ]]; then
+    ALREADY_RUNNING+="$svc "
+    return 0
+  fi
+  rm -f "$(pid_file "$svc")"
+  check_ports_free "$svc"
+  fetch_jars "$svc"   # no-op when cached (cmd_up fetches everything before starting anything)
+  "prepare_$svc"
+  now >"$RUN/$svc.started"
+  "start_$svc"
+  log "$svc starting (pid $(cat "$(pid_file "$svc")"), log ${LOGS#"$ROOT"/}/$svc.log)"
+}
+
+cmd_up() {
+  find_java
+  lock
+  ensure_kcat
+  local svc t0
+  t0="$(now)"
+  # preflight all ports before fetching/starting anything
+  for svc in kafka cassandra; do [[ -n "$(live_pid "$svc")" ]] || check_ports_free "$svc"; done
+  # fetch all jars first, so the services start together and their start-to-ready times are honest
+  for svc in kafka cassandra; do [[ -n "$(live_pid "$svc")" ]] || fetch_jars "$svc"; done
+  # Cassandra first: it is the slower one, and Kafka's one-time storage format (~2 s) then overlaps its boot
+  for svc in cassandra kafka; do start_if_needed "$svc"; done
+  wait_ready "${WAITLIST[@]}"
+  write_env
+  log "all services ready in $(since "$t0")s; env: source ${RUN#"$ROOT"/}/env.sh (KAFKA_BROKERS=$SERVICES_HOST:$KAFKA_PORT CQL_CONTACT=$SERVICES_HOST:$CQL_PORT)"
+}
+
+cmd_down() {
+  local purge=0
+  [[ "${1:-}" == "--purge" ]] && purge=1
+  [[ -z "${1:-}" || "$purge" == 1 ]] || die "usage: services.sh down [--purge]"
+  lock
+  stop_services TERM kafka cassandra
+  if [[ "$purge" == 1 ]]; then
+    # keep the lock file itself; delete everything else under run/ (never the jar cache)
+    find "$RUN" -mindepth 1 -maxdepth 1 ! -name .lock -exec rm -rf {} +
+    log "purged run data in ${RUN#"$ROOT"/} (jar cache kept)"
+  fi
+}
+
+cmd_restart() {
+  local sig=TERM
+  if [[ "${1:-}" == "--kill" ]]; then sig=KILL; shift; fi
+  check_service_name "${1:-}"
+  local svc="$1"
+  find_java
+  lock
+  [[ "$svc" != kafka ]] || ensure_kcat
+  stop_services "$sig" "$svc"
+  start_if_needed "$svc"
+  wait_ready "$svc"
+  write_env
+}
+
+cmd_status() {
+  local svc pid state ready rc=0
+  for svc in kafka cassandra; do
+    pid="$(live_pid "$svc")"
+    if [[ -n "$pid" ]]; then state="running (pid $pid)"; else state="stopped"; fi
+    if svc_ready "$svc"; then ready="ready"; else ready="not-ready"; rc=1; fi
+    printf '%-10s %-22s %-10s %s:%s  log: %s\n' "$svc" "$state" "$ready" "$SERVICES_HOST" "$(svc_port "$svc")" \
+      "${LOGS#"$ROOT"/}/$svc.log"
+  done
+  return "$rc"
+}
+
+usage() {
+  sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+}
+
+main() {
+  local cmd="${1:-}"
+  [[ $# -gt 0 ]] && shift
+  case "$cmd" in
+    up) cmd_up "$@" ;;
+    down) cmd_down "$@" ;;
+    status) cmd_status "$@" ;;
+    restart) cmd_restart "$@" ;;
+    env) echo "export KAFKA_BROKERS=$SERVICES_HOST:$KAFKA_PORT"; echo "export CQL_CONTACT=$SERVICES_HOST:$CQL_PORT" ;;
+    -h|--help|help) usage ;;
+    *) usage >&2; exit 2 ;;
+  esac
+}
+
+main "$@"
