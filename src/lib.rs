@@ -24,17 +24,27 @@
 //! | [`tool`] | domain tool endpoints: `ScriptedTools` |
 //! | [`store`] | checkpoint stores: `InMemoryCheckpointStore` |
 //! | [`pipeline`] | drives one turn through the engine, performing each request with the ports |
+//! | [`message`] | wire formats: inbound turn decoding (IO-3), replies, CloudEvents, dead-letter records |
+//! | [`testkit`] | real loopback HTTP servers speaking the model and tool protocols, scripted, with faults |
+//! | [`cli`] | subcommands of the binary (`classify`, …) |
+//! | [`worker`] | the Kafka worker: consumer thread, key-ordered dispatch, offsets, transactional committer |
+//! | [`telemetry`] | the metric catalogue (names, labels, buckets) and JSON logging |
 //! | [`scenario`] | the conversation-scenario format (`../shared/spec/scenarios.md`) and its runner |
 //!
 //! Contract requirement IDs (ST-1, PR-3, …) are cited in the code and tests that implement them.
 
 #![forbid(unsafe_code)]
 
+pub mod cli;
 pub mod config;
 pub mod domain;
+pub mod message;
 pub mod model;
 pub mod pipeline;
 pub mod ports;
 pub mod scenario;
 pub mod store;
+pub mod telemetry;
+pub mod testkit;
 pub mod tool;
+pub mod worker;

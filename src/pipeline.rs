@@ -50,13 +50,21 @@ pub async fn load_state<S: CheckpointStore>(
     store: &S,
     turn: &Turn,
 ) -> Result<(AgentState, Option<InFlightTurn>), PipelineError> {
-    let Some(record) = store.load(&turn.identity).await? else {
-        return Ok((AgentState::default(), None));
-    };
-    let state = state::decode(&record.state)?;
-    let in_flight = match record.in_flight {
+    match store.load(&turn.identity).await? {
+        None => Ok((AgentState::default(), None)),
+        Some(record) => decode_record(&record.state, record.in_flight.as_deref()),
+    }
+}
+
+/// Decodes stored checkpoint bytes: the state (migrated, ST-4) and any in-flight turn.
+pub fn decode_record(
+    state_bytes: &[u8],
+    in_flight: Option<&[u8]>,
+) -> Result<(AgentState, Option<InFlightTurn>), PipelineError> {
+    let state = state::decode(state_bytes)?;
+    let in_flight = match in_flight {
         Some(bytes) => Some(
-            serde_json::from_slice::<InFlightTurn>(&bytes)
+            serde_json::from_slice::<InFlightTurn>(bytes)
                 .map_err(|e| PipelineError::InFlight(e.to_string()))?,
         ),
         None => None,
@@ -64,7 +72,7 @@ pub async fn load_state<S: CheckpointStore>(
     Ok((state, in_flight))
 }
 
-/// Processes one turn end to end against the store, the model and the tools.
+/// Processes one turn end to end against the store, the model and the tools: load, decide, save.
 pub async fn process_turn<S, M, T>(
     engine: &Engine<'_>,
     store: &S,
@@ -78,6 +86,33 @@ where
     T: ToolGateway,
 {
     let (state, in_flight) = load_state(store, turn).await?;
+    let processed = decide_turn(engine, store, model, tools, turn, state, in_flight).await?;
+    if !processed.outcome.duplicate {
+        let record = CheckpointRecord {
+            state: state::encode(&processed.outcome.state),
+            in_flight: None,
+        };
+        store.save(&turn.identity, record).await?;
+    }
+    Ok(processed)
+}
+
+/// Steps the engine to the end of the turn, performing each request; the LC-4 write-ahead goes
+/// to `store`. The caller saves the final state (the worker does it with its outbox).
+pub async fn decide_turn<S, M, T>(
+    engine: &Engine<'_>,
+    store: &S,
+    model: &M,
+    tools: &T,
+    turn: &Turn,
+    state: AgentState,
+    in_flight: Option<InFlightTurn>,
+) -> Result<ProcessedTurn, PipelineError>
+where
+    S: CheckpointStore,
+    M: DecisionModel,
+    T: ToolGateway,
+{
     let (base, mut answers, recovered) = match in_flight {
         Some(f) if f.turn_id == turn.turn_id => (f.base, f.answers, true),
         _ => (state, Vec::new(), false),
@@ -90,13 +125,6 @@ where
     loop {
         match engine.step(&base, turn, &answers)? {
             Step::Done(outcome) => {
-                if !outcome.duplicate {
-                    let record = CheckpointRecord {
-                        state: state::encode(&outcome.state),
-                        in_flight: None,
-                    };
-                    store.save(&turn.identity, record).await?;
-                }
                 return Ok(ProcessedTurn {
                     outcome: *outcome,
                     model_calls,

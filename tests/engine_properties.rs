@@ -107,11 +107,26 @@ fn answer(req: &Request, p: &TurnPlan, at_ms: i64) -> Answer {
     match req {
         Request::Classify(_) => Answer::Classifier(match p.classifier.0 {
             0 => Err(ModelFailure::InvalidJson),
-            1 => Ok(ClassifierDecision { decision: SessionControl::Continue, confidence: 0.5 + p.classifier.1 / 2.0 }),
-            2 => Ok(ClassifierDecision { decision: SessionControl::Route, confidence: 0.95 }),
-            3 => Ok(ClassifierDecision { decision: SessionControl::HumanHandoff, confidence: p.classifier.1 }),
-            4 => Ok(ClassifierDecision { decision: SessionControl::EndSession, confidence: 0.95 }),
-            _ => Ok(ClassifierDecision { decision: SessionControl::Continue, confidence: 0.99 }),
+            1 => Ok(ClassifierDecision {
+                decision: SessionControl::Continue,
+                confidence: 0.5 + p.classifier.1 / 2.0,
+            }),
+            2 => Ok(ClassifierDecision {
+                decision: SessionControl::Route,
+                confidence: 0.95,
+            }),
+            3 => Ok(ClassifierDecision {
+                decision: SessionControl::HumanHandoff,
+                confidence: p.classifier.1,
+            }),
+            4 => Ok(ClassifierDecision {
+                decision: SessionControl::EndSession,
+                confidence: 0.95,
+            }),
+            _ => Ok(ClassifierDecision {
+                decision: SessionControl::Continue,
+                confidence: 0.99,
+            }),
         }),
         Request::Route(_) => Answer::Router(match p.router.0 {
             0 => Err(ModelFailure::Timeout),

@@ -1,0 +1,190 @@
+//! `turnstile run`: the streaming worker. Bad configuration exits 64 with a message naming the
+//! file, key and fix; an unreachable store at start exits 69; a fatal Kafka error exits 70.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+
+use crate::config::{agents::load_catalog, profiles::load_profiles, settings::settings_from_env};
+use crate::model::http::OpenAiCompatibleModel;
+use crate::store::cql::{CqlConfig, ScyllaCheckpointStore};
+use crate::telemetry;
+use crate::tool::http::{HttpToolGateway, ToolHttpSettings};
+use crate::worker::{self, listener, Health, Services, WorkerConfig};
+
+pub const EXIT_CONFIG: u8 = 64;
+pub const EXIT_UNAVAILABLE: u8 = 69;
+pub const EXIT_SOFTWARE: u8 = 70;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Agents configuration (assistants, tenants, tools).
+    #[arg(long, env = "TURNSTILE_CONFIG", default_value = "config/agents.example.yaml")]
+    pub config: PathBuf,
+    /// Model profiles file.
+    #[arg(long, env = "TURNSTILE_PROFILES", default_value = "config/profiles.example.yaml")]
+    pub profiles: PathBuf,
+    /// CQL contact point(s), comma-separated.
+    #[arg(long, env = "TURNSTILE_CQL_CONTACT", default_value = "127.0.0.1:9042")]
+    pub contact: String,
+    /// CQL keyspace.
+    #[arg(long, env = "TURNSTILE_KEYSPACE", default_value = "turnstile")]
+    pub keyspace: String,
+    /// Base URL for tool endpoints given as paths in the agents configuration.
+    #[arg(long, env = "TURNSTILE_TOOLS_BASE_URL")]
+    pub tools_base_url: Option<String>,
+    /// Overrides every model profile's base URL (a gateway, or a test server).
+    #[arg(long, env = "TURNSTILE_MODEL_BASE_URL")]
+    pub model_base_url: Option<String>,
+}
+
+pub async fn run(args: Args) -> u8 {
+    telemetry::init_logging();
+    let env = |k: &str| std::env::var(k).ok();
+    let catalog = match load_catalog(&args.config) {
+        Ok(c) => Arc::new(c),
+        Err(e) => return config_error(&e.to_string()),
+    };
+    let profiles = match load_profiles(&args.profiles) {
+        Ok(p) => Arc::new(p),
+        Err(e) => return config_error(&e.to_string()),
+    };
+    let settings = match settings_from_env(env) {
+        Ok(s) => Arc::new(s),
+        Err(e) => return config_error(&e.to_string()),
+    };
+    let worker_config = match WorkerConfig::from_env(env) {
+        Ok(c) => c,
+        Err(e) => return config_error(&e.to_string()),
+    };
+    let mut model = match OpenAiCompatibleModel::new(catalog.clone(), settings.clone(), profiles, env) {
+        Ok(m) => m,
+        Err(e) => return config_error(&e.to_string()),
+    };
+    if let Some(url) = &args.model_base_url {
+        model = model.with_base_url_override(url);
+    }
+    let tools = match HttpToolGateway::new(
+        catalog.clone(),
+        args.tools_base_url.clone(),
+        ToolHttpSettings::default(),
+    ) {
+        Ok(t) => t,
+        Err(e) => return config_error(&e.to_string()),
+    };
+    let recorder = PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            Matcher::Full(telemetry::COMMIT_DURATION_SECONDS.into()),
+            telemetry::STORE_BUCKETS_SECONDS,
+        )
+        .and_then(|b| {
+            b.set_buckets_for_metric(
+                Matcher::Prefix("turnstile_checkpoint_".into()),
+                telemetry::STORE_BUCKETS_SECONDS,
+            )
+        })
+        .and_then(|b| {
+            b.set_buckets_for_metric(
+                Matcher::Suffix("_seconds".into()),
+                telemetry::LATENCY_BUCKETS_SECONDS,
+            )
+        })
+        .and_then(|b| b.install_recorder());
+    let metrics = match recorder {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("turnstile: cannot install the metrics recorder: {e}");
+            return EXIT_SOFTWARE;
+        }
+    };
+    telemetry::describe();
+    let health = Arc::new(Health::default());
+    let (bound, _listener) =
+        match listener::serve(&worker_config.listen, metrics, health.clone()).await {
+            Ok(x) => x,
+            Err(e) => {
+                return config_error(&format!(
+                    "TURNSTILE_LISTEN {}: cannot bind: {e} (fix: choose a free host:port)",
+                    worker_config.listen
+                ))
+            }
+        };
+    tracing::info!(listen = %bound, "Operations listener up (/metrics, /healthz, /readyz).");
+    let cql = CqlConfig {
+        contact_points: args.contact.split(',').map(|s| s.trim().to_owned()).collect(),
+        keyspace: args.keyspace.clone(),
+        ..CqlConfig::default()
+    };
+    let store = match connect_with_patience(&cql).await {
+        Some(s) => s,
+        None => {
+            eprintln!(
+                "turnstile: checkpoint store {} unreachable (fix: start it, or check TURNSTILE_CQL_CONTACT; run `turnstile migrate` once)",
+                args.contact
+            );
+            return EXIT_UNAVAILABLE;
+        }
+    };
+    health.store_ok.store(true, std::sync::atomic::Ordering::Relaxed);
+    let services = Services {
+        catalog,
+        settings,
+        model,
+        tools,
+        store,
+    };
+    match worker::run(worker_config, services, health, shutdown_signal()).await {
+        Ok(()) => 0,
+        Err(e) => {
+            tracing::error!(error = %e, "Worker failed.");
+            eprintln!("turnstile: {e}");
+            EXIT_SOFTWARE
+        }
+    }
+}
+
+fn config_error(message: &str) -> u8 {
+    eprintln!("turnstile: invalid configuration:\n{message}");
+    EXIT_CONFIG
+}
+
+/// The store may still be starting (a pod next to a fresh cluster): try for a minute.
+async fn connect_with_patience(cql: &CqlConfig) -> Option<ScyllaCheckpointStore> {
+    let mut delay = Duration::from_millis(250);
+    for _ in 0..12 {
+        match ScyllaCheckpointStore::connect(cql).await {
+            Ok(s) => return Some(s),
+            Err(e) => {
+                tracing::warn!(error = %e, "Checkpoint store not reachable yet.");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(10));
+            }
+        }
+    }
+    None
+}
+
+/// Resolves on SIGTERM or SIGINT.
+pub async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

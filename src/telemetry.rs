@@ -1,0 +1,105 @@
+//! The one catalogue of metric names, labels and buckets (Prometheus conventions: base units,
+//! `_total` counters, bounded label values — never a conversation id), plus logging setup.
+
+use metrics::{counter, describe_counter, describe_gauge, describe_histogram, Unit};
+
+use crate::domain::effect::TurnOutcome;
+
+// Model calls (per skill and profile).
+pub const MODEL_REQUESTS_TOTAL: &str = "turnstile_model_requests_total";
+pub const MODEL_REQUEST_DURATION_SECONDS: &str = "turnstile_model_request_duration_seconds";
+pub const MODEL_FALLBACKS_TOTAL: &str = "turnstile_model_fallbacks_total";
+pub const MODEL_SPECULATIVE_DISCARDED_TOTAL: &str = "turnstile_model_speculative_discarded_total";
+// Tool and pre-validation webhooks.
+pub const TOOL_CALLS_TOTAL: &str = "turnstile_tool_calls_total";
+pub const TOOL_CALL_DURATION_SECONDS: &str = "turnstile_tool_call_duration_seconds";
+pub const TOOL_RETRIES_TOTAL: &str = "turnstile_tool_retries_total";
+// The engine's decisions.
+pub const TRANSACTION_TRANSITIONS_TOTAL: &str = "turnstile_transaction_transitions_total";
+pub const EVENTS_TOTAL: &str = "turnstile_events_total";
+pub const INCONSISTENT_STATES_TOTAL: &str = "turnstile_inconsistent_states_total";
+pub const TURNS_SETTLED_WITHOUT_MODEL_TOTAL: &str = "turnstile_turns_settled_without_model_total";
+// The worker.
+pub const TURNS_TOTAL: &str = "turnstile_turns_total";
+pub const TURN_DURATION_SECONDS: &str = "turnstile_turn_duration_seconds";
+pub const TURNS_IN_FLIGHT: &str = "turnstile_turns_in_flight";
+pub const PARTITION_LAG: &str = "turnstile_partition_lag";
+pub const COMMIT_DURATION_SECONDS: &str = "turnstile_commit_duration_seconds";
+pub const COMMIT_FAILURES_TOTAL: &str = "turnstile_commit_failures_total";
+pub const CHECKPOINT_LOAD_DURATION_SECONDS: &str = "turnstile_checkpoint_load_duration_seconds";
+pub const CHECKPOINT_SAVE_DURATION_SECONDS: &str = "turnstile_checkpoint_save_duration_seconds";
+pub const CHECKPOINT_ERRORS_TOTAL: &str = "turnstile_checkpoint_errors_total";
+pub const CHECKPOINT_DECODE_FAILURES_TOTAL: &str = "turnstile_checkpoint_decode_failures_total";
+pub const FENCED_WRITES_TOTAL: &str = "turnstile_fenced_writes_total";
+pub const DEAD_LETTERS_TOTAL: &str = "turnstile_dead_letters_total";
+pub const PARTITIONS_ASSIGNED: &str = "turnstile_partitions_assigned";
+
+/// Latency buckets in seconds for model, tool and turn histograms (5 ms … 30 s).
+pub const LATENCY_BUCKETS_SECONDS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0, 1.5, 2.5, 5.0, 10.0, 30.0,
+];
+/// Store and commit buckets in seconds (0.5 ms … 5 s).
+pub const STORE_BUCKETS_SECONDS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+];
+
+/// Registers help texts and units with the installed recorder.
+pub fn describe() {
+    describe_counter!(MODEL_REQUESTS_TOTAL, Unit::Count, "Model calls by skill, profile and outcome.");
+    describe_histogram!(MODEL_REQUEST_DURATION_SECONDS, Unit::Seconds, "Model call latency by skill and profile.");
+    describe_counter!(MODEL_FALLBACKS_TOTAL, Unit::Count, "Model decisions that did not count, by skill and reason (SC-2).");
+    describe_counter!(MODEL_SPECULATIVE_DISCARDED_TOTAL, Unit::Count, "Speculative router calls whose answer was discarded.");
+    describe_counter!(TOOL_CALLS_TOTAL, Unit::Count, "Tool webhook calls by tool, kind and outcome.");
+    describe_histogram!(TOOL_CALL_DURATION_SECONDS, Unit::Seconds, "Tool webhook latency per attempt by tool and kind.");
+    describe_counter!(TOOL_RETRIES_TOTAL, Unit::Count, "Tool webhook retries by tool and kind.");
+    describe_counter!(TRANSACTION_TRANSITIONS_TOTAL, Unit::Count, "Transaction status changes by from and to status.");
+    describe_counter!(EVENTS_TOTAL, Unit::Count, "Events emitted by CloudEvents type.");
+    describe_counter!(INCONSISTENT_STATES_TOTAL, Unit::Count, "Inconsistent checkpoints diagnosed, by reason (ST-5).");
+    describe_counter!(TURNS_SETTLED_WITHOUT_MODEL_TOTAL, Unit::Count, "Turns a typed parser, the recogniser or a channel action settled with no model call.");
+    describe_counter!(TURNS_TOTAL, Unit::Count, "Inbound turns by outcome.");
+    describe_histogram!(TURN_DURATION_SECONDS, Unit::Seconds, "Turn latency from dequeue to published outputs.");
+    describe_gauge!(TURNS_IN_FLIGHT, Unit::Count, "Turns being processed now.");
+    describe_gauge!(PARTITION_LAG, Unit::Count, "Records between the committed offset and the high watermark, by partition.");
+    describe_histogram!(COMMIT_DURATION_SECONDS, Unit::Seconds, "Kafka transaction commit latency.");
+    describe_counter!(COMMIT_FAILURES_TOTAL, Unit::Count, "Kafka transaction commits that failed.");
+    describe_histogram!(CHECKPOINT_LOAD_DURATION_SECONDS, Unit::Seconds, "Checkpoint read latency.");
+    describe_histogram!(CHECKPOINT_SAVE_DURATION_SECONDS, Unit::Seconds, "Checkpoint write latency.");
+    describe_counter!(CHECKPOINT_ERRORS_TOTAL, Unit::Count, "Checkpoint store errors by operation.");
+    describe_counter!(CHECKPOINT_DECODE_FAILURES_TOTAL, Unit::Count, "Stored checkpoints that could not be decoded, by reason (ST-4).");
+    describe_counter!(FENCED_WRITES_TOTAL, Unit::Count, "Checkpoint writes refused because a newer owner holds the partition (IO-4).");
+    describe_counter!(DEAD_LETTERS_TOTAL, Unit::Count, "Inbound messages sent to the dead-letter topic, by reason (IO-3).");
+    describe_gauge!(PARTITIONS_ASSIGNED, Unit::Count, "Inbound partitions assigned to this worker.");
+}
+
+/// Records what the engine decided in one turn: transitions, events, fallbacks, diagnoses.
+pub fn record_outcome(outcome: &TurnOutcome) {
+    for t in &outcome.transitions {
+        counter!(TRANSACTION_TRANSITIONS_TOTAL, "from" => t.from.as_str(), "to" => t.to.as_str())
+            .increment(1);
+    }
+    for e in &outcome.events {
+        counter!(EVENTS_TOTAL, "type" => e.kind.as_str()).increment(1);
+    }
+    for (skill, reason) in &outcome.fallbacks {
+        counter!(MODEL_FALLBACKS_TOTAL, "skill" => skill.as_str(), "reason" => reason.as_str())
+            .increment(1);
+    }
+    for i in &outcome.inconsistencies {
+        counter!(INCONSISTENT_STATES_TOTAL, "reason" => i.as_str()).increment(1);
+    }
+    if outcome.settled_without_model {
+        counter!(TURNS_SETTLED_WITHOUT_MODEL_TOTAL).increment(1);
+    }
+}
+
+/// Installs JSON logs on stderr. `RUST_LOG` filters (default `info`).
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_current_span(false)
+        .try_init();
+}

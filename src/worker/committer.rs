@@ -1,0 +1,299 @@
+//! The committer thread: publishes finished turns' outputs and commits their offsets in one
+//! Kafka transaction (EOS), batched every commit interval. Outputs of turns above the low-water
+//! mark are published only when their offsets fit in the commit metadata, so a restarted owner
+//! knows exactly which turns' outputs are already committed.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::mpsc as std_mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use metrics::{counter, gauge, histogram};
+use rdkafka::consumer::Consumer;
+use rdkafka::error::KafkaError;
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{Offset, TopicPartitionList};
+
+use crate::message::{Output, OutputTopic, Topics, HEADER_CONTENT_TYPE, HEADER_OUTPUT_ID, HEADER_TURN_ID};
+use crate::telemetry;
+use crate::worker::consumer::WorkerConsumer;
+use crate::worker::offsets::PartitionOffsets;
+
+/// What the coordinator tells the committer, in partition order.
+#[derive(Debug)]
+pub enum CommitCommand {
+    Assign(i32, PartitionOffsets),
+    Delivered(i32, i64),
+    /// A turn finished; its outputs are to be published with its offset.
+    Completed {
+        partition: i32,
+        offset: i64,
+        turn_id: String,
+        outputs: Vec<Output>,
+    },
+    /// Commit now (revocation, shutdown); answers when done.
+    Flush(std_mpsc::SyncSender<bool>),
+    Revoke(Vec<i32>),
+}
+
+/// Offsets committed so far, by partition: the worker prunes outboxes below them.
+pub type CommittedMarks = Arc<Mutex<HashMap<i32, i64>>>;
+
+/// Why the committer stopped for good: the process must restart (crash-only).
+#[derive(Debug, thiserror::Error)]
+pub enum CommitError {
+    #[error("Kafka producer failed fatally (fenced or misconfigured): {0}")]
+    Fatal(String),
+}
+
+struct Pending {
+    offset: i64,
+    turn_id: String,
+    outputs: Vec<Output>,
+}
+
+pub struct Committer {
+    producer: BaseProducer,
+    consumer: Arc<WorkerConsumer>,
+    topics: Topics,
+    trackers: BTreeMap<i32, PartitionOffsets>,
+    pending: BTreeMap<i32, Vec<Pending>>,
+    last_committed: BTreeMap<i32, i64>,
+    marks: CommittedMarks,
+}
+
+impl Committer {
+    pub fn new(
+        producer: BaseProducer,
+        consumer: Arc<WorkerConsumer>,
+        topics: Topics,
+        marks: CommittedMarks,
+    ) -> Self {
+        Committer {
+            producer,
+            consumer,
+            topics,
+            trackers: BTreeMap::new(),
+            pending: BTreeMap::new(),
+            last_committed: BTreeMap::new(),
+            marks,
+        }
+    }
+
+    /// Runs until the command channel closes; commits every `interval`.
+    pub fn run(
+        mut self,
+        commands: std_mpsc::Receiver<CommitCommand>,
+        interval: Duration,
+    ) -> Result<(), CommitError> {
+        let mut last = Instant::now();
+        loop {
+            let wait = interval.saturating_sub(last.elapsed());
+            match commands.recv_timeout(wait) {
+                Ok(cmd) => {
+                    if let Some(ack) = self.apply(cmd) {
+                        let ok = self.commit()?;
+                        let _ = ack.send(ok);
+                        last = Instant::now();
+                    }
+                }
+                Err(std_mpsc::RecvTimeoutError::Timeout) => {}
+                Err(std_mpsc::RecvTimeoutError::Disconnected) => {
+                    self.commit()?;
+                    return Ok(());
+                }
+            }
+            if last.elapsed() >= interval {
+                self.commit()?;
+                last = Instant::now();
+            }
+            self.producer.poll(Duration::ZERO);
+        }
+    }
+
+    fn apply(&mut self, cmd: CommitCommand) -> Option<std_mpsc::SyncSender<bool>> {
+        match cmd {
+            CommitCommand::Assign(p, offsets) => {
+                self.trackers.insert(p, offsets);
+                self.pending.remove(&p);
+                self.last_committed.remove(&p);
+            }
+            CommitCommand::Delivered(p, o) => {
+                if let Some(t) = self.trackers.get_mut(&p) {
+                    t.deliver(o);
+                }
+            }
+            CommitCommand::Completed {
+                partition,
+                offset,
+                turn_id,
+                outputs,
+            } => {
+                if let Some(t) = self.trackers.get_mut(&partition) {
+                    t.complete(offset);
+                    self.pending.entry(partition).or_default().push(Pending {
+                        offset,
+                        turn_id,
+                        outputs,
+                    });
+                }
+            }
+            CommitCommand::Flush(ack) => return Some(ack),
+            CommitCommand::Revoke(ps) => {
+                for p in ps {
+                    self.trackers.remove(&p);
+                    self.pending.remove(&p);
+                    self.last_committed.remove(&p);
+                    if let Ok(mut m) = self.marks.lock() {
+                        m.remove(&p);
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// One transaction: every publishable output, then the offsets with their metadata.
+    /// Returns false when the transaction was aborted (it is retried on the next tick).
+    fn commit(&mut self) -> Result<bool, CommitError> {
+        let mut tpl = TopicPartitionList::new();
+        let mut batch: Vec<(i32, usize)> = Vec::new();
+        for (p, tracker) in &self.trackers {
+            let mark = tracker.low_water_mark();
+            if mark < 0 {
+                continue;
+            }
+            let (metadata, included) = tracker.commit_metadata();
+            let publishable: Vec<usize> = self
+                .pending
+                .get(p)
+                .map(|list| {
+                    list.iter()
+                        .enumerate()
+                        .filter(|(_, e)| e.offset < mark || included.contains(&e.offset))
+                        .map(|(i, _)| i)
+                        .collect()
+                })
+                .unwrap_or_default();
+            let moved = self.last_committed.get(p) != Some(&mark);
+            if !moved && publishable.is_empty() && metadata.is_empty() {
+                continue;
+            }
+            batch.extend(publishable.into_iter().map(|i| (*p, i)));
+            if let Err(e) = tpl.add_partition_offset(&self.topics.inbound, *p, Offset::Offset(mark)) {
+                tracing::warn!(error = %e, partition = p, "Cannot add offset to commit.");
+                continue;
+            }
+            if let Some(mut elem) = tpl.find_partition(&self.topics.inbound, *p) {
+                elem.set_metadata(metadata);
+            }
+        }
+        if tpl.count() == 0 {
+            return Ok(true);
+        }
+        let started = Instant::now();
+        let result = self.transact(&tpl, &batch);
+        histogram!(telemetry::COMMIT_DURATION_SECONDS).record(started.elapsed().as_secs_f64());
+        match result {
+            Ok(()) => {
+                // Drop what was published; remember the marks.
+                let mut by_partition: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
+                for (p, i) in batch {
+                    by_partition.entry(p).or_default().push(i);
+                }
+                for (p, mut idx) in by_partition {
+                    idx.sort_unstable_by(|a, b| b.cmp(a));
+                    if let Some(list) = self.pending.get_mut(&p) {
+                        for i in idx {
+                            list.swap_remove(i);
+                        }
+                    }
+                }
+                for elem in tpl.elements() {
+                    if let Offset::Offset(o) = elem.offset() {
+                        self.last_committed.insert(elem.partition(), o);
+                        if let Ok(mut m) = self.marks.lock() {
+                            m.insert(elem.partition(), o);
+                        }
+                    }
+                }
+                for (p, t) in &self.trackers {
+                    gauge!(telemetry::PARTITION_LAG, "partition" => p.to_string())
+                        .set(t.in_progress() as f64);
+                }
+                Ok(true)
+            }
+            Err(e) => {
+                counter!(telemetry::COMMIT_FAILURES_TOTAL).increment(1);
+                if let KafkaError::Transaction(ref te) = e {
+                    if te.is_fatal() {
+                        return Err(CommitError::Fatal(e.to_string()));
+                    }
+                }
+                tracing::warn!(error = %e, "Kafka transaction failed; aborting and retrying.");
+                if let Err(abort) = self.producer.abort_transaction(Duration::from_secs(30)) {
+                    if matches!(&abort, KafkaError::Transaction(te) if te.is_fatal()) {
+                        return Err(CommitError::Fatal(abort.to_string()));
+                    }
+                    tracing::warn!(error = %abort, "Abort failed.");
+                }
+                Ok(false)
+            }
+        }
+    }
+
+    fn transact(&self, offsets: &TopicPartitionList, batch: &[(i32, usize)]) -> Result<(), KafkaError> {
+        self.producer.begin_transaction()?;
+        for (p, i) in batch {
+            let Some(entry) = self.pending.get(p).and_then(|l| l.get(*i)) else {
+                continue;
+            };
+            for out in &entry.outputs {
+                self.send(out, &entry.turn_id)?;
+            }
+        }
+        let group = self
+            .consumer
+            .group_metadata()
+            .ok_or_else(|| KafkaError::Global(rdkafka::types::RDKafkaErrorCode::State))?;
+        self.producer
+            .send_offsets_to_transaction(offsets, &group, Duration::from_secs(30))?;
+        self.producer.commit_transaction(Duration::from_secs(30))
+    }
+
+    fn send(&self, out: &Output, turn_id: &str) -> Result<(), KafkaError> {
+        let topic = match out.topic {
+            OutputTopic::Replies => &self.topics.replies,
+            OutputTopic::Events => &self.topics.events,
+            OutputTopic::DeadLetters => &self.topics.dead_letters,
+        };
+        let headers = OwnedHeaders::new()
+            .insert(Header {
+                key: HEADER_OUTPUT_ID,
+                value: Some(out.output_id.as_bytes()),
+            })
+            .insert(Header {
+                key: HEADER_TURN_ID,
+                value: Some(turn_id.as_bytes()),
+            })
+            .insert(Header {
+                key: HEADER_CONTENT_TYPE,
+                value: Some("application/json".as_bytes()),
+            });
+        let mut record = BaseRecord::to(topic)
+            .key(out.key.as_bytes())
+            .payload(out.payload.as_slice())
+            .headers(headers);
+        loop {
+            match self.producer.send(record) {
+                Ok(()) => return Ok(()),
+                Err((KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull), r)) => {
+                    record = r;
+                    self.producer.poll(Duration::from_millis(10));
+                }
+                Err((e, _)) => return Err(e),
+            }
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! The worker's settings: Kafka, limits, lifecycle budgets, listener. Read from the environment
+//! (`TURNSTILE_*`) with defaults an operator can run with; validated before anything starts.
+
+use std::time::Duration;
+
+use crate::config::{ConfigError, ConfigErrors};
+use crate::message::Topics;
+
+/// Everything `turnstile run` needs besides the agents config, profiles and settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerConfig {
+    pub brokers: String,
+    pub group_id: String,
+    /// Stable per instance (a pod name): the transactional id and the static group member id.
+    pub instance_id: String,
+    pub topics: Topics,
+    /// Turns running at once in one partition (distinct conversations). 1 = partition-serial.
+    pub max_in_flight_per_partition: usize,
+    /// Turns running at once in the whole process.
+    pub max_in_flight: usize,
+    /// Records fetched but not started, per partition, before the partition is paused.
+    pub max_buffered_per_partition: usize,
+    /// Bytes of fetched, unstarted records in the process before every partition is paused.
+    pub max_buffered_bytes: usize,
+    pub max_payload_bytes: usize,
+    /// How often completed turns are published and their offsets committed.
+    pub commit_interval: Duration,
+    /// How long shutdown and a revocation wait for in-flight turns.
+    pub drain_budget: Duration,
+    pub session_timeout: Duration,
+    /// `host:port` for `/metrics`, `/healthz`, `/readyz`.
+    pub listen: String,
+    /// Extra librdkafka settings (`TURNSTILE_KAFKA_<name with _ for .>`), e.g. security.
+    pub kafka_overrides: Vec<(String, String)>,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        WorkerConfig {
+            brokers: "127.0.0.1:9092".into(),
+            group_id: "turnstile".into(),
+            instance_id: "turnstile-0".into(),
+            topics: Topics::default(),
+            max_in_flight_per_partition: 256,
+            max_in_flight: 10_000,
+            max_buffered_per_partition: 2_000,
+            max_buffered_bytes: 64 * 1024 * 1024,
+            max_payload_bytes: 64 * 1024,
+            commit_interval: Duration::from_millis(50),
+            drain_budget: Duration::from_secs(10),
+            session_timeout: Duration::from_secs(10),
+            listen: "0.0.0.0:9464".into(),
+            kafka_overrides: Vec::new(),
+        }
+    }
+}
+
+const LABEL: &str = "environment";
+
+impl WorkerConfig {
+    /// Reads `TURNSTILE_*` variables over the defaults; every error names the variable and fix.
+    pub fn from_env(env: impl Fn(&str) -> Option<String>) -> Result<WorkerConfig, ConfigErrors> {
+        let mut c = WorkerConfig::default();
+        let mut errors = Vec::new();
+        let text = |name: &str, slot: &mut String| {
+            if let Some(v) = env(name).filter(|v| !v.trim().is_empty()) {
+                *slot = v.trim().to_owned();
+            }
+        };
+        text("TURNSTILE_BROKERS", &mut c.brokers);
+        text("TURNSTILE_GROUP_ID", &mut c.group_id);
+        text("TURNSTILE_INSTANCE_ID", &mut c.instance_id);
+        text("TURNSTILE_TOPIC_TURNS", &mut c.topics.inbound);
+        text("TURNSTILE_TOPIC_REPLIES", &mut c.topics.replies);
+        text("TURNSTILE_TOPIC_EVENTS", &mut c.topics.events);
+        text("TURNSTILE_TOPIC_DEAD_LETTERS", &mut c.topics.dead_letters);
+        text("TURNSTILE_LISTEN", &mut c.listen);
+        let mut number = |name: &str, slot: &mut usize, min: usize| {
+            if let Some(v) = env(name).filter(|v| !v.trim().is_empty()) {
+                match v.trim().parse::<usize>() {
+                    Ok(n) if n >= min => *slot = n,
+                    _ => errors.push(ConfigError {
+                        file: LABEL.into(),
+                        key: name.into(),
+                        problem: format!("`{v}` is not a whole number >= {min}"),
+                        fix: format!("set {name} to a whole number of at least {min}"),
+                    }),
+                }
+            }
+        };
+        number("TURNSTILE_MAX_IN_FLIGHT_PER_PARTITION", &mut c.max_in_flight_per_partition, 1);
+        number("TURNSTILE_MAX_IN_FLIGHT", &mut c.max_in_flight, 1);
+        number("TURNSTILE_MAX_BUFFERED_PER_PARTITION", &mut c.max_buffered_per_partition, 1);
+        number("TURNSTILE_MAX_BUFFERED_BYTES", &mut c.max_buffered_bytes, 1024);
+        number("TURNSTILE_MAX_PAYLOAD_BYTES", &mut c.max_payload_bytes, 256);
+        let mut millis = |name: &str, slot: &mut Duration, min: u64| {
+            if let Some(v) = env(name).filter(|v| !v.trim().is_empty()) {
+                match v.trim().parse::<u64>() {
+                    Ok(n) if n >= min => *slot = Duration::from_millis(n),
+                    _ => errors.push(ConfigError {
+                        file: LABEL.into(),
+                        key: name.into(),
+                        problem: format!("`{v}` is not a number of milliseconds >= {min}"),
+                        fix: format!("set {name} to milliseconds, e.g. {}", min.max(50)),
+                    }),
+                }
+            }
+        };
+        millis("TURNSTILE_COMMIT_INTERVAL_MS", &mut c.commit_interval, 1);
+        millis("TURNSTILE_DRAIN_BUDGET_MS", &mut c.drain_budget, 0);
+        millis("TURNSTILE_SESSION_TIMEOUT_MS", &mut c.session_timeout, 6_000);
+        c.validate(&mut errors);
+        if errors.is_empty() {
+            Ok(c)
+        } else {
+            Err(ConfigErrors(errors))
+        }
+    }
+
+    fn validate(&self, errors: &mut Vec<ConfigError>) {
+        // A revocation must drain before the group evicts this member.
+        if self.drain_budget >= self.session_timeout {
+            errors.push(ConfigError {
+                file: LABEL.into(),
+                key: "TURNSTILE_DRAIN_BUDGET_MS".into(),
+                problem: format!(
+                    "drain budget {:?} is not shorter than the session timeout {:?}",
+                    self.drain_budget, self.session_timeout
+                ),
+                fix: "make TURNSTILE_DRAIN_BUDGET_MS smaller than TURNSTILE_SESSION_TIMEOUT_MS".into(),
+            });
+        }
+        let names = [
+            &self.topics.inbound,
+            &self.topics.replies,
+            &self.topics.events,
+            &self.topics.dead_letters,
+        ];
+        for (i, a) in names.iter().enumerate() {
+            if names[i + 1..].contains(a) {
+                errors.push(ConfigError {
+                    file: LABEL.into(),
+                    key: "TURNSTILE_TOPIC_*".into(),
+                    problem: format!("topic `{a}` is used for two purposes"),
+                    fix: "give the turns, replies, events and dead-letter topics distinct names".into(),
+                });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_env_overrides() {
+        let c = WorkerConfig::from_env(|k| match k {
+            "TURNSTILE_MAX_IN_FLIGHT_PER_PARTITION" => Some("1".into()),
+            "TURNSTILE_BROKERS" => Some("kafka:9092".into()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!(c.max_in_flight_per_partition, 1);
+        assert_eq!(c.brokers, "kafka:9092");
+    }
+
+    #[test]
+    fn errors_name_the_variable_and_fix() {
+        let e = WorkerConfig::from_env(|k| match k {
+            "TURNSTILE_MAX_IN_FLIGHT" => Some("lots".into()),
+            "TURNSTILE_DRAIN_BUDGET_MS" => Some("20000".into()),
+            _ => None,
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("TURNSTILE_MAX_IN_FLIGHT") && e.contains("fix:"), "{e}");
+        assert!(e.contains("TURNSTILE_DRAIN_BUDGET_MS"), "{e}");
+    }
+}

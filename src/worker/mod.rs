@@ -1,0 +1,800 @@
+//! The streaming worker: Kafka in, checkpoints in the CQL store, models and tools over HTTP,
+//! replies and events out through a transactional producer — exactly once per turn.
+//!
+//! Threads: the consumer thread polls and runs rebalance callbacks; the committer thread owns
+//! the transactional producer; the coordinator task dispatches records key-ordered (one turn per
+//! conversation at a time, many conversations at once) and each turn runs as its own task.
+//! Per turn: decode → load → (republish from the outbox if this turn was already applied) →
+//! decide (write-ahead before a tool, LC-4) → save state + outbox → publish with the offsets.
+
+pub mod committer;
+pub mod config;
+pub mod consumer;
+pub mod dispatch;
+pub mod listener;
+pub mod offsets;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc as std_mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use metrics::{counter, gauge, histogram};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::Consumer;
+use rdkafka::producer::{BaseProducer, Producer};
+use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, Semaphore};
+
+use crate::domain::catalog::{Catalog, Settings};
+use crate::domain::engine::Engine;
+use crate::domain::state;
+use crate::message::{
+    decode_turn, encode_dead_letter, encode_outputs, DeadLetterReason, DecodeLimits,
+    InboundRecord, Output, OutputTopic, Rejection, Topics,
+};
+use crate::pipeline::{decide_turn, decode_record, PipelineError};
+use crate::ports::{DecisionModel, StoreError, ToolGateway};
+use crate::store::cql::{write_timestamp, FencedCheckpoints, ScyllaCheckpointStore, StoredRow};
+use crate::telemetry;
+
+pub use config::WorkerConfig;
+use committer::{CommitCommand, CommittedMarks, Committer};
+use consumer::{ConsumerCommand, ConsumerEvent, FetchedRecord};
+use dispatch::KeyedQueue;
+use offsets::PartitionOffsets;
+
+/// What the worker needs besides Kafka: the decision inputs and the adapters.
+pub struct Services<M, T> {
+    pub catalog: Arc<Catalog>,
+    pub settings: Arc<Settings>,
+    pub model: M,
+    pub tools: T,
+    pub store: ScyllaCheckpointStore,
+}
+
+/// Liveness and readiness facts for `/readyz`.
+#[derive(Debug, Default)]
+pub struct Health {
+    pub assigned_partitions: AtomicUsize,
+    pub joined: AtomicBool,
+    pub store_ok: AtomicBool,
+    pub broker_ok: AtomicBool,
+}
+
+/// Why the worker stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error("Kafka client setup failed: {0}")]
+    Kafka(String),
+    #[error(transparent)]
+    Commit(#[from] committer::CommitError),
+}
+
+/// One output as kept in the checkpoint's outbox until its commit is known.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct OutboxOutput {
+    topic: String,
+    key: String,
+    payload: String,
+    output_id: String,
+    kind: String,
+}
+
+/// The outputs of one applied turn whose Kafka commit is not yet known.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct OutboxEntry {
+    partition: i32,
+    offset: i64,
+    turn_id: String,
+    outputs: Vec<OutboxOutput>,
+}
+
+fn to_outbox(o: &Output) -> OutboxOutput {
+    OutboxOutput {
+        topic: o.topic.as_str().to_owned(),
+        key: o.key.clone(),
+        payload: String::from_utf8_lossy(&o.payload).into_owned(),
+        output_id: o.output_id.clone(),
+        kind: o.kind.to_string(),
+    }
+}
+
+fn from_outbox(o: &OutboxOutput) -> Output {
+    Output {
+        topic: match o.topic.as_str() {
+            "events" => OutputTopic::Events,
+            "dead_letters" => OutputTopic::DeadLetters,
+            _ => OutputTopic::Replies,
+        },
+        key: o.key.clone(),
+        payload: o.payload.clone().into_bytes(),
+        output_id: o.output_id.clone(),
+        kind: kind_name(&o.kind),
+    }
+}
+
+/// Output kinds are a closed set; map the stored name back to its static label.
+fn kind_name(kind: &str) -> &'static str {
+    use crate::domain::effect::EventType::*;
+    for t in [
+        StateInconsistent,
+        Cancelled,
+        Failed,
+        OutOfScope,
+        Completed,
+        Started,
+        HumanHandoffRequested,
+        EndRequested,
+    ] {
+        if t.as_str() == kind {
+            return t.as_str();
+        }
+    }
+    match kind {
+        "dead_letter" => "dead_letter",
+        _ => "reply",
+    }
+}
+
+/// How one record ended.
+struct Finished {
+    partition: i32,
+    offset: i64,
+    key: String,
+    turn_id: String,
+    outputs: Vec<Output>,
+    /// Lost the partition to a newer owner mid-turn: report nothing (IO-4).
+    fenced: bool,
+    outcome: &'static str,
+}
+
+struct PartitionState {
+    queue: KeyedQueue<FetchedRecord>,
+    offsets: PartitionOffsets,
+    epoch: Option<i64>,
+    paused: bool,
+    revoking: bool,
+}
+
+struct Revocation {
+    partitions: Vec<i32>,
+    done: std_mpsc::SyncSender<()>,
+    deadline: Instant,
+}
+
+/// Runs the worker until `shutdown` resolves; drains within the budget, commits, returns.
+pub async fn run<M, T>(
+    config: WorkerConfig,
+    services: Services<M, T>,
+    health: Arc<Health>,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), WorkerError>
+where
+    M: DecisionModel + Send + Sync + 'static,
+    T: ToolGateway + Send + Sync + 'static,
+{
+    let (events_tx, mut events_rx) = mpsc::unbounded_channel();
+    let context = consumer::context(&config.topics.inbound, events_tx.clone(), config.drain_budget);
+    let consumer: Arc<consumer::WorkerConsumer> = Arc::new(
+        consumer_config(&config)
+            .create_with_context(context)
+            .map_err(|e| WorkerError::Kafka(e.to_string()))?,
+    );
+    consumer
+        .subscribe(&[&config.topics.inbound])
+        .map_err(|e| WorkerError::Kafka(e.to_string()))?;
+    let producer: BaseProducer = producer_config(&config)
+        .create()
+        .map_err(|e| WorkerError::Kafka(e.to_string()))?;
+    let producer = tokio::task::spawn_blocking(move || {
+        producer
+            .init_transactions(Duration::from_secs(60))
+            .map(|()| producer)
+    })
+    .await
+    .map_err(|e| WorkerError::Kafka(e.to_string()))?
+    .map_err(|e| WorkerError::Kafka(format!("init_transactions: {e}")))?;
+    health.broker_ok.store(true, Ordering::Relaxed);
+
+    let marks: CommittedMarks = Default::default();
+    let (commit_tx, commit_rx) = std_mpsc::channel::<CommitCommand>();
+    let committer = Committer::new(producer, consumer.clone(), config.topics.clone(), marks.clone());
+    let interval = config.commit_interval;
+    let committer_thread = std::thread::Builder::new()
+        .name("turnstile-committer".into())
+        .spawn(move || committer.run(commit_rx, interval))
+        .map_err(|e| WorkerError::Kafka(e.to_string()))?;
+
+    let (cmd_tx, cmd_rx) = std_mpsc::channel::<ConsumerCommand>();
+    let stop = Arc::new(AtomicBool::new(false));
+    let buffered_bytes = Arc::new(AtomicUsize::new(0));
+    let consumer_thread = {
+        let (consumer, topic, stop, bytes) = (
+            consumer.clone(),
+            config.topics.inbound.clone(),
+            stop.clone(),
+            buffered_bytes.clone(),
+        );
+        let max = config.max_buffered_bytes;
+        std::thread::Builder::new()
+            .name("turnstile-consumer".into())
+            .spawn(move || consumer::poll_loop(consumer, topic, events_tx, cmd_rx, stop, bytes, max))
+            .map_err(|e| WorkerError::Kafka(e.to_string()))?
+    };
+
+    let shared = Arc::new(Shared {
+        services,
+        topics: config.topics.clone(),
+        limits: DecodeLimits {
+            max_payload_bytes: config.max_payload_bytes,
+        },
+    });
+    let mut coordinator = Coordinator {
+        config: config.clone(),
+        shared,
+        partitions: BTreeMap::new(),
+        revocations: Vec::new(),
+        permits: Arc::new(Semaphore::new(config.max_in_flight)),
+        in_flight: HashMap::new(),
+        commit_tx: commit_tx.clone(),
+        cmd_tx,
+        buffered_bytes,
+        marks,
+        health: health.clone(),
+    };
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Finished>();
+    let (epoch_tx, mut epoch_rx) = mpsc::unbounded_channel::<(i32, Result<i64, StoreError>)>();
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    tokio::pin!(shutdown);
+    let mut draining_since: Option<Instant> = None;
+    loop {
+        tokio::select! {
+            ev = events_rx.recv() => match ev {
+                Some(ev) => coordinator.on_event(ev, &epoch_tx),
+                None => break,
+            },
+            Some(f) = done_rx.recv() => coordinator.on_finished(f),
+            Some((p, epoch)) = epoch_rx.recv() => coordinator.on_epoch(p, epoch, &epoch_tx),
+            _ = tick.tick() => {
+                coordinator.on_tick();
+                if let Some(since) = draining_since {
+                    let idle = coordinator.in_flight.values().all(|n| *n == 0);
+                    if idle || since.elapsed() >= config.drain_budget {
+                        break;
+                    }
+                }
+            }
+            _ = &mut shutdown, if draining_since.is_none() => {
+                tracing::info!("Shutdown requested; draining in-flight turns.");
+                draining_since = Some(Instant::now());
+                coordinator.stop_dispatching();
+            }
+        }
+        if draining_since.is_none() {
+            coordinator.dispatch(&done_tx);
+        }
+    }
+    // Commit what finished, then leave the group (the revocation callback answers at once).
+    let (ack_tx, ack_rx) = std_mpsc::sync_channel(1);
+    let _ = commit_tx.send(CommitCommand::Flush(ack_tx));
+    let _ = tokio::task::spawn_blocking(move || ack_rx.recv_timeout(Duration::from_secs(30))).await;
+    stop.store(true, Ordering::Relaxed);
+    let answer_revocations = tokio::spawn(async move {
+        while let Some(ev) = events_rx.recv().await {
+            if let ConsumerEvent::Revoked { done, .. } = ev {
+                let _ = done.send(());
+            }
+        }
+    });
+    let _ = tokio::task::spawn_blocking(move || consumer_thread.join()).await;
+    answer_revocations.abort();
+    drop(coordinator);
+    drop(commit_tx);
+    match tokio::task::spawn_blocking(move || committer_thread.join()).await {
+        Ok(Ok(result)) => result?,
+        _ => tracing::warn!("Committer thread ended abnormally."),
+    }
+    tracing::info!("Worker stopped.");
+    Ok(())
+}
+
+fn consumer_config(config: &WorkerConfig) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", &config.brokers)
+        .set("group.id", &config.group_id)
+        .set("group.instance.id", &config.instance_id)
+        .set("client.id", format!("{}-consumer", config.instance_id))
+        .set("partition.assignment.strategy", "cooperative-sticky")
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("isolation.level", "read_committed")
+        .set("session.timeout.ms", config.session_timeout.as_millis().to_string())
+        .set("heartbeat.interval.ms", (config.session_timeout.as_millis() / 4).max(500).to_string())
+        .set("enable.partition.eof", "false")
+        // librdkafka's own prefetch is bounded too, so memory stays bounded under any backlog.
+        .set("queued.max.messages.kbytes", "16384")
+        .set("fetch.max.bytes", "8388608");
+    for (k, v) in &config.kafka_overrides {
+        c.set(k, v);
+    }
+    c
+}
+
+fn producer_config(config: &WorkerConfig) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", &config.brokers)
+        .set("client.id", format!("{}-producer", config.instance_id))
+        // Stable per instance: a restarted instance fences its previous incarnation.
+        .set("transactional.id", format!("turnstile-{}", config.instance_id))
+        .set("enable.idempotence", "true")
+        .set("linger.ms", "5")
+        .set("transaction.timeout.ms", "60000");
+    for (k, v) in &config.kafka_overrides {
+        c.set(k, v);
+    }
+    c
+}
+
+struct Shared<M, T> {
+    services: Services<M, T>,
+    topics: Topics,
+    limits: DecodeLimits,
+}
+
+struct Coordinator<M, T> {
+    config: WorkerConfig,
+    shared: Arc<Shared<M, T>>,
+    partitions: BTreeMap<i32, PartitionState>,
+    revocations: Vec<Revocation>,
+    permits: Arc<Semaphore>,
+    in_flight: HashMap<i32, usize>,
+    commit_tx: std_mpsc::Sender<CommitCommand>,
+    cmd_tx: std_mpsc::Sender<ConsumerCommand>,
+    buffered_bytes: Arc<AtomicUsize>,
+    marks: CommittedMarks,
+    health: Arc<Health>,
+}
+
+impl<M, T> Coordinator<M, T>
+where
+    M: DecisionModel + Send + Sync + 'static,
+    T: ToolGateway + Send + Sync + 'static,
+{
+    fn on_event(
+        &mut self,
+        ev: ConsumerEvent,
+        epoch_tx: &mpsc::UnboundedSender<(i32, Result<i64, StoreError>)>,
+    ) {
+        match ev {
+            ConsumerEvent::Assigned { partition, offsets } => {
+                self.health.joined.store(true, Ordering::Relaxed);
+                let _ = self.commit_tx.send(CommitCommand::Assign(partition, offsets.clone()));
+                self.partitions.insert(
+                    partition,
+                    PartitionState {
+                        queue: KeyedQueue::new(self.config.max_in_flight_per_partition),
+                        offsets,
+                        epoch: None,
+                        paused: false,
+                        revoking: false,
+                    },
+                );
+                self.acquire_epoch(partition, epoch_tx);
+                self.gauges();
+            }
+            ConsumerEvent::Revoked { partitions, done } => {
+                for p in &partitions {
+                    if let Some(st) = self.partitions.get_mut(p) {
+                        st.revoking = true;
+                        let dropped = st.queue.drain_unstarted();
+                        if dropped > 0 {
+                            tracing::info!(partition = p, dropped, "Dropped buffered records of a revoked partition.");
+                        }
+                    }
+                }
+                self.revocations.push(Revocation {
+                    partitions,
+                    done,
+                    deadline: Instant::now() + self.config.drain_budget,
+                });
+                self.finish_revocations();
+            }
+            ConsumerEvent::Record(record) => {
+                let size = record.size();
+                let Some(st) = self.partitions.get_mut(&record.partition) else {
+                    self.release_bytes(size);
+                    return;
+                };
+                if st.revoking {
+                    self.release_bytes(size);
+                    return;
+                }
+                let _ = self
+                    .commit_tx
+                    .send(CommitCommand::Delivered(record.partition, record.offset));
+                if st.offsets.is_completed(record.offset) {
+                    // The previous owner committed this turn's outputs already.
+                    let _ = self.commit_tx.send(CommitCommand::Completed {
+                        partition: record.partition,
+                        offset: record.offset,
+                        turn_id: String::new(),
+                        outputs: Vec::new(),
+                    });
+                    self.release_bytes(size);
+                    return;
+                }
+                let key = record
+                    .key
+                    .as_deref()
+                    .map(|k| String::from_utf8_lossy(k).into_owned())
+                    .unwrap_or_default();
+                let partition = record.partition;
+                st.queue.push(key, record);
+                if !st.paused && st.queue.buffered() >= self.config.max_buffered_per_partition {
+                    st.paused = true;
+                    let _ = self.cmd_tx.send(ConsumerCommand::Pause(vec![partition]));
+                }
+            }
+        }
+    }
+
+    fn acquire_epoch(
+        &self,
+        partition: i32,
+        epoch_tx: &mpsc::UnboundedSender<(i32, Result<i64, StoreError>)>,
+    ) {
+        let shared = self.shared.clone();
+        let tx = epoch_tx.clone();
+        let topic = self.config.topics.inbound.clone();
+        let owner = self.config.instance_id.clone();
+        tokio::spawn(async move {
+            let r = shared
+                .services
+                .store
+                .acquire_epoch(&topic, partition, &owner)
+                .await;
+            let _ = tx.send((partition, r));
+        });
+    }
+
+    fn on_epoch(
+        &mut self,
+        partition: i32,
+        epoch: Result<i64, StoreError>,
+        epoch_tx: &mpsc::UnboundedSender<(i32, Result<i64, StoreError>)>,
+    ) {
+        match epoch {
+            Ok(e) => {
+                self.health.store_ok.store(true, Ordering::Relaxed);
+                if let Some(st) = self.partitions.get_mut(&partition) {
+                    tracing::info!(partition, epoch = e, "Partition lease taken.");
+                    st.epoch = Some(e);
+                }
+            }
+            Err(err) => {
+                self.health.store_ok.store(false, Ordering::Relaxed);
+                tracing::warn!(partition, error = %err, "Cannot take the partition lease; retrying.");
+                if self.partitions.contains_key(&partition) {
+                    let tx = epoch_tx.clone();
+                    let shared = self.shared.clone();
+                    let topic = self.config.topics.inbound.clone();
+                    let owner = self.config.instance_id.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        let r = shared.services.store.acquire_epoch(&topic, partition, &owner).await;
+                        let _ = tx.send((partition, r));
+                    });
+                }
+            }
+        }
+    }
+
+    fn on_finished(&mut self, f: Finished) {
+        if let Some(n) = self.in_flight.get_mut(&f.partition) {
+            *n = n.saturating_sub(1);
+        }
+        if let Some(st) = self.partitions.get_mut(&f.partition) {
+            st.queue.finish(&f.key);
+            if st.paused && st.queue.buffered() < self.config.max_buffered_per_partition / 2 {
+                st.paused = false;
+                let _ = self.cmd_tx.send(ConsumerCommand::Resume(vec![f.partition]));
+            }
+        }
+        counter!(telemetry::TURNS_TOTAL, "outcome" => f.outcome).increment(1);
+        if f.fenced {
+            counter!(telemetry::FENCED_WRITES_TOTAL).increment(1);
+        } else if self.partitions.contains_key(&f.partition) {
+            let _ = self.commit_tx.send(CommitCommand::Completed {
+                partition: f.partition,
+                offset: f.offset,
+                turn_id: f.turn_id,
+                outputs: f.outputs,
+            });
+        }
+        self.finish_revocations();
+        self.gauges();
+    }
+
+    fn on_tick(&mut self) {
+        self.finish_revocations();
+        self.gauges();
+    }
+
+    /// Answers revocations whose partitions have no turn running (or whose budget ran out),
+    /// after committing what finished.
+    fn finish_revocations(&mut self) {
+        let now = Instant::now();
+        let mut i = 0;
+        while i < self.revocations.len() {
+            let r = &self.revocations[i];
+            let idle = r
+                .partitions
+                .iter()
+                .all(|p| self.in_flight.get(p).copied().unwrap_or(0) == 0);
+            if !(idle || now >= r.deadline) {
+                i += 1;
+                continue;
+            }
+            let r = self.revocations.swap_remove(i);
+            let (ack_tx, ack_rx) = std_mpsc::sync_channel(1);
+            let _ = self.commit_tx.send(CommitCommand::Flush(ack_tx));
+            let _ = self.commit_tx.send(CommitCommand::Revoke(r.partitions.clone()));
+            for p in &r.partitions {
+                self.partitions.remove(p);
+                self.in_flight.remove(p);
+            }
+            let done = r.done;
+            // The flush answer arrives from the committer thread; hand it to the consumer's wait.
+            std::thread::spawn(move || {
+                let _ = ack_rx.recv_timeout(Duration::from_secs(30));
+                let _ = done.send(());
+            });
+        }
+    }
+
+    fn stop_dispatching(&mut self) {
+        let all: Vec<i32> = self.partitions.keys().copied().collect();
+        for st in self.partitions.values_mut() {
+            let dropped = st.queue.drain_unstarted();
+            let _ = dropped;
+        }
+        let _ = self.cmd_tx.send(ConsumerCommand::Pause(all));
+    }
+
+    fn release_bytes(&self, size: usize) {
+        let _ = self
+            .buffered_bytes
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| Some(b.saturating_sub(size)));
+    }
+
+    fn gauges(&self) {
+        let running: usize = self.in_flight.values().sum();
+        gauge!(telemetry::TURNS_IN_FLIGHT).set(running as f64);
+        gauge!(telemetry::PARTITIONS_ASSIGNED).set(self.partitions.len() as f64);
+        self.health
+            .assigned_partitions
+            .store(self.partitions.len(), Ordering::Relaxed);
+    }
+
+    /// Starts every record allowed to run: key-ordered, bounded per partition and process.
+    fn dispatch(&mut self, done_tx: &mpsc::UnboundedSender<Finished>) {
+        let partitions: Vec<i32> = self.partitions.keys().copied().collect();
+        for p in partitions {
+            loop {
+                let Some(st) = self.partitions.get_mut(&p) else { break };
+                if st.revoking {
+                    break;
+                }
+                let Some(epoch) = st.epoch else { break };
+                let Ok(permit) = self.permits.clone().try_acquire_owned() else {
+                    return;
+                };
+                let Some((key, record)) = st.queue.next_to_run() else {
+                    break;
+                };
+                let size = record.size();
+                *self.in_flight.entry(p).or_default() += 1;
+                let committed = self
+                    .marks
+                    .lock()
+                    .ok()
+                    .and_then(|m| m.get(&p).copied())
+                    .unwrap_or(-1);
+                let shared = self.shared.clone();
+                let tx = done_tx.clone();
+                let bytes = self.buffered_bytes.clone();
+                tokio::spawn(async move {
+                    let _ = bytes.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
+                        Some(b.saturating_sub(size))
+                    });
+                    let started = Instant::now();
+                    let finished = process_record(&shared, record, key, epoch, committed).await;
+                    histogram!(telemetry::TURN_DURATION_SECONDS)
+                        .record(started.elapsed().as_secs_f64());
+                    drop(permit);
+                    let _ = tx.send(finished);
+                });
+            }
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Retries a store operation with capped exponential backoff until it succeeds: an outage
+/// pauses this conversation's turn instead of dead-lettering it or crash-looping.
+async fn with_store_retry<F, Fut, R>(what: &'static str, mut op: F) -> Result<R, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<R, StoreError>>,
+{
+    let mut delay = Duration::from_millis(100);
+    loop {
+        match op().await {
+            Ok(r) => return Ok(r),
+            Err(e) if e.is_retryable() => {
+                counter!(telemetry::CHECKPOINT_ERRORS_TOTAL, "op" => what).increment(1);
+                tracing::warn!(op = what, error = %e, delay_ms = delay.as_millis() as u64, "Checkpoint store unavailable; retrying.");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(10));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+async fn process_record<M, T>(
+    shared: &Shared<M, T>,
+    record: FetchedRecord,
+    key: String,
+    epoch: i64,
+    committed_mark: i64,
+) -> Finished
+where
+    M: DecisionModel + Send + Sync,
+    T: ToolGateway + Send + Sync,
+{
+    let inbound = InboundRecord {
+        topic: &shared.topics.inbound,
+        partition: record.partition,
+        offset: record.offset,
+        key: record.key.as_deref(),
+        payload: record.payload.as_deref(),
+        timestamp_ms: record.timestamp_ms,
+    };
+    let mut finished = Finished {
+        partition: record.partition,
+        offset: record.offset,
+        key,
+        turn_id: String::new(),
+        outputs: Vec::new(),
+        fenced: false,
+        outcome: "applied",
+    };
+    let span = tracing::info_span!("turn", topic = %shared.topics.inbound, partition = record.partition, offset = record.offset, tenant_id = tracing::field::Empty);
+    let _enter = span.enter();
+    let dead_letter = |finished: &mut Finished, rejection: Rejection| {
+        counter!(telemetry::DEAD_LETTERS_TOTAL, "reason" => rejection.reason.as_str()).increment(1);
+        tracing::warn!(reason = rejection.reason.as_str(), detail = %rejection.detail, "Turn dead-lettered.");
+        finished.outputs.push(encode_dead_letter(&inbound, &rejection, now_ms()));
+        finished.outcome = "dead_lettered";
+    };
+    let services = &shared.services;
+    let turn = match decode_turn(&inbound, &shared.limits, &services.catalog) {
+        Ok(t) => t,
+        Err(rejection) => {
+            dead_letter(&mut finished, rejection);
+            return finished;
+        }
+    };
+    span.record("tenant_id", turn.identity.tenant_id.as_str());
+    finished.turn_id = turn.turn_id.clone();
+    let engine = Engine::new(&services.catalog, &services.settings);
+    loop {
+        let load_started = Instant::now();
+        let row = match with_store_retry("load", || services.store.load_row(&turn.identity)).await {
+            Ok(r) => r,
+            Err(e) => {
+                dead_letter(&mut finished, Rejection { reason: DeadLetterReason::EngineError, detail: format!("checkpoint store refused the read: {e}") });
+                return finished;
+            }
+        };
+        histogram!(telemetry::CHECKPOINT_LOAD_DURATION_SECONDS)
+            .record(load_started.elapsed().as_secs_f64());
+        if row.as_ref().is_some_and(|r| r.epoch > epoch) {
+            // A newer owner wrote this conversation: this worker lost the partition (IO-4).
+            tracing::warn!(epoch, "Fenced: a newer owner holds this conversation.");
+            finished.fenced = true;
+            finished.outcome = "fenced";
+            return finished;
+        }
+        let mut outbox: Vec<OutboxEntry> = row
+            .as_ref()
+            .and_then(|r| r.outbox.as_deref())
+            .and_then(|b| serde_json::from_slice(b).ok())
+            .unwrap_or_default();
+        if let Some(entry) = outbox.iter().find(|e| e.turn_id == turn.turn_id) {
+            // Applied before a crash but never committed: republish the stored outputs (EV-1).
+            finished.outputs = entry.outputs.iter().map(from_outbox).collect();
+            finished.outcome = "republished";
+            return finished;
+        }
+        let (state, in_flight) = match &row {
+            None => (Default::default(), None),
+            Some(r) => match decode_record(&r.state, r.in_flight.as_deref()) {
+                Ok(decoded) => decoded,
+                Err(e) => {
+                    // ST-4: reported, never replaced by an empty state; the row is untouched.
+                    let reason = match &e {
+                        PipelineError::Checkpoint(d) => d.reason(),
+                        _ => "in_flight_undecodable",
+                    };
+                    counter!(telemetry::CHECKPOINT_DECODE_FAILURES_TOTAL, "reason" => reason).increment(1);
+                    dead_letter(&mut finished, Rejection { reason: DeadLetterReason::CheckpointUndecodable, detail: format!("{e}; the stored checkpoint was left untouched for inspection (turnstile inspect)") });
+                    return finished;
+                }
+            },
+        };
+        let fenced_store = FencedCheckpoints {
+            store: &services.store,
+            epoch,
+            partition: record.partition,
+            offset: record.offset,
+        };
+        let processed = match decide_turn(&engine, &fenced_store, &services.model, &services.tools, &turn, state, in_flight).await {
+            Ok(p) => p,
+            Err(PipelineError::Store(e)) if e.is_retryable() => {
+                tracing::warn!(error = %e, "Checkpoint store failed mid-turn; retrying the turn.");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
+            }
+            Err(e) => {
+                dead_letter(&mut finished, Rejection { reason: DeadLetterReason::EngineError, detail: e.to_string() });
+                return finished;
+            }
+        };
+        telemetry::record_outcome(&processed.outcome);
+        if processed.outcome.duplicate {
+            finished.outcome = "duplicate";
+            return finished;
+        }
+        let outputs = encode_outputs(&turn, &processed.outcome, now_ms());
+        outbox.retain(|e| e.partition == record.partition && e.offset >= committed_mark);
+        outbox.push(OutboxEntry {
+            partition: record.partition,
+            offset: record.offset,
+            turn_id: turn.turn_id.clone(),
+            outputs: outputs.iter().map(to_outbox).collect(),
+        });
+        let stored = StoredRow {
+            state: state::encode(&processed.outcome.state),
+            in_flight: None,
+            applied: Some((record.partition, record.offset)),
+            outbox: Some(serde_json::to_vec(&outbox).unwrap_or_default()),
+            epoch,
+        };
+        let ts = match write_timestamp(epoch, record.offset, 1) {
+            Ok(ts) => ts,
+            Err(e) => {
+                dead_letter(&mut finished, Rejection { reason: DeadLetterReason::EngineError, detail: e.to_string() });
+                return finished;
+            }
+        };
+        let save_started = Instant::now();
+        if let Err(e) = with_store_retry("save", || services.store.save_row(&turn.identity, &stored, ts)).await {
+            dead_letter(&mut finished, Rejection { reason: DeadLetterReason::EngineError, detail: format!("checkpoint store refused the write: {e}") });
+            return finished;
+        }
+        histogram!(telemetry::CHECKPOINT_SAVE_DURATION_SECONDS)
+            .record(save_started.elapsed().as_secs_f64());
+        finished.outputs = outputs;
+        return finished;
+    }
+}
