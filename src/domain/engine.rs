@@ -373,6 +373,12 @@ impl<'a> Run<'a> {
         let fills_pending = extraction.values.iter().any(|v| {
             pending.contains(&v.name) && tool.parameter(&v.name).is_some_and(|p| p.kind.is_typed())
         });
+        // MG-4: a rejected value for a parameter that is still missing is explained, even when
+        // other values of the same message were valid and merged.
+        let first_rejected = extraction
+            .rejected
+            .into_iter()
+            .find(|r| pending.contains(&r.name));
         if fills_pending {
             let values: BTreeMap<String, Value> = extraction
                 .values
@@ -381,15 +387,19 @@ impl<'a> Run<'a> {
                 .collect();
             self.merge(values);
             self.active_mut().failed_attempts = 0;
-            self.advance()?;
+            let still_missing = first_rejected.as_ref().is_some_and(|r| {
+                self.active()
+                    .is_some_and(|tx| tx.missing_parameters.contains(&r.name))
+            });
+            match first_rejected {
+                Some(r) if still_missing => {
+                    self.invalid_value(&r.name, &r.invalid.raw, r.invalid.reason)?
+                }
+                _ => self.advance()?,
+            }
             return Ok(true);
         }
-        let rejected: Vec<_> = extraction
-            .rejected
-            .into_iter()
-            .filter(|r| pending.contains(&r.name))
-            .collect();
-        if let Some(first) = rejected.into_iter().next() {
+        if let Some(first) = first_rejected {
             self.invalid_value(&first.name, &first.invalid.raw, first.invalid.reason)?;
             return Ok(true);
         }
