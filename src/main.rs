@@ -21,6 +21,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the streaming worker: Kafka in, CQL checkpoints, models and tools over HTTP, replies
+    /// and events out (exit 64 bad configuration, 69 store unreachable, 70 fatal Kafka error).
+    Run(turnstile::cli::run::Args),
     /// Run conversation scenario files (or folders of them) against the engine.
     Scenarios {
         /// Scenario files or folders.
@@ -36,6 +39,13 @@ enum Command {
         #[arg(long)]
         profiles: Option<PathBuf>,
     },
+    /// Create the checkpoint keyspace and tables (idempotent; run on every deploy).
+    Migrate(turnstile::cli::migrate::Args),
+    /// Print the stored checkpoint of one conversation as JSON.
+    Inspect(turnstile::cli::inspect::Args),
+    /// Ask the session-control classifier about one message over HTTP (exit 0 accepted,
+    /// 3 fallback, 64 configuration error).
+    Classify(turnstile::cli::classify::Args),
 }
 
 fn main() -> ExitCode {
@@ -74,6 +84,25 @@ fn main() -> ExitCode {
             }
             println!("configuration ok: {}", config.display());
             ExitCode::SUCCESS
+        }
+        Command::Run(args) => block_on_exit(turnstile::cli::run::run(args)),
+        Command::Migrate(args) => block_on_exit(turnstile::cli::migrate::run(args)),
+        Command::Inspect(args) => block_on_exit(turnstile::cli::inspect::run(args)),
+        Command::Classify(args) => block_on_exit(turnstile::cli::classify::run(args)),
+    }
+}
+
+/// Runs an async subcommand to completion: the CQL driver needs a tokio runtime, which the
+/// synchronous subcommands never pay for.
+fn block_on_exit(command: impl std::future::Future<Output = u8>) -> ExitCode {
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => ExitCode::from(rt.block_on(command)),
+        Err(e) => {
+            eprintln!("turnstile: cannot start the async runtime: {e}");
+            ExitCode::from(70)
         }
     }
 }

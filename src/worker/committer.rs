@@ -15,7 +15,9 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
 
-use crate::message::{Output, OutputTopic, Topics, HEADER_CONTENT_TYPE, HEADER_OUTPUT_ID, HEADER_TURN_ID};
+use crate::message::{
+    Output, OutputTopic, Topics, HEADER_CONTENT_TYPE, HEADER_OUTPUT_ID, HEADER_TURN_ID,
+};
 use crate::telemetry;
 use crate::worker::consumer::WorkerConsumer;
 use crate::worker::offsets::PartitionOffsets;
@@ -181,7 +183,8 @@ impl Committer {
                 continue;
             }
             batch.extend(publishable.into_iter().map(|i| (*p, i)));
-            if let Err(e) = tpl.add_partition_offset(&self.topics.inbound, *p, Offset::Offset(mark)) {
+            if let Err(e) = tpl.add_partition_offset(&self.topics.inbound, *p, Offset::Offset(mark))
+            {
                 tracing::warn!(error = %e, partition = p, "Cannot add offset to commit.");
                 continue;
             }
@@ -243,7 +246,11 @@ impl Committer {
         }
     }
 
-    fn transact(&self, offsets: &TopicPartitionList, batch: &[(i32, usize)]) -> Result<(), KafkaError> {
+    fn transact(
+        &self,
+        offsets: &TopicPartitionList,
+        batch: &[(i32, usize)],
+    ) -> Result<(), KafkaError> {
         self.producer.begin_transaction()?;
         for (p, i) in batch {
             let Some(entry) = self.pending.get(p).and_then(|l| l.get(*i)) else {
@@ -288,7 +295,10 @@ impl Committer {
         loop {
             match self.producer.send(record) {
                 Ok(()) => return Ok(()),
-                Err((KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull), r)) => {
+                Err((
+                    KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull),
+                    r,
+                )) => {
                     record = r;
                     self.producer.poll(Duration::from_millis(10));
                 }

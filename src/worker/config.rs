@@ -47,8 +47,8 @@ impl Default for WorkerConfig {
             max_buffered_bytes: 64 * 1024 * 1024,
             max_payload_bytes: 64 * 1024,
             commit_interval: Duration::from_millis(50),
-            drain_budget: Duration::from_secs(10),
-            session_timeout: Duration::from_secs(10),
+            drain_budget: Duration::from_secs(8),
+            session_timeout: Duration::from_secs(15),
             listen: "0.0.0.0:9464".into(),
             kafka_overrides: Vec::new(),
         }
@@ -88,10 +88,22 @@ impl WorkerConfig {
                 }
             }
         };
-        number("TURNSTILE_MAX_IN_FLIGHT_PER_PARTITION", &mut c.max_in_flight_per_partition, 1);
+        number(
+            "TURNSTILE_MAX_IN_FLIGHT_PER_PARTITION",
+            &mut c.max_in_flight_per_partition,
+            1,
+        );
         number("TURNSTILE_MAX_IN_FLIGHT", &mut c.max_in_flight, 1);
-        number("TURNSTILE_MAX_BUFFERED_PER_PARTITION", &mut c.max_buffered_per_partition, 1);
-        number("TURNSTILE_MAX_BUFFERED_BYTES", &mut c.max_buffered_bytes, 1024);
+        number(
+            "TURNSTILE_MAX_BUFFERED_PER_PARTITION",
+            &mut c.max_buffered_per_partition,
+            1,
+        );
+        number(
+            "TURNSTILE_MAX_BUFFERED_BYTES",
+            &mut c.max_buffered_bytes,
+            1024,
+        );
         number("TURNSTILE_MAX_PAYLOAD_BYTES", &mut c.max_payload_bytes, 256);
         let mut millis = |name: &str, slot: &mut Duration, min: u64| {
             if let Some(v) = env(name).filter(|v| !v.trim().is_empty()) {
@@ -108,7 +120,11 @@ impl WorkerConfig {
         };
         millis("TURNSTILE_COMMIT_INTERVAL_MS", &mut c.commit_interval, 1);
         millis("TURNSTILE_DRAIN_BUDGET_MS", &mut c.drain_budget, 0);
-        millis("TURNSTILE_SESSION_TIMEOUT_MS", &mut c.session_timeout, 6_000);
+        millis(
+            "TURNSTILE_SESSION_TIMEOUT_MS",
+            &mut c.session_timeout,
+            6_000,
+        );
         c.validate(&mut errors);
         if errors.is_empty() {
             Ok(c)
@@ -127,7 +143,8 @@ impl WorkerConfig {
                     "drain budget {:?} is not shorter than the session timeout {:?}",
                     self.drain_budget, self.session_timeout
                 ),
-                fix: "make TURNSTILE_DRAIN_BUDGET_MS smaller than TURNSTILE_SESSION_TIMEOUT_MS".into(),
+                fix: "make TURNSTILE_DRAIN_BUDGET_MS smaller than TURNSTILE_SESSION_TIMEOUT_MS"
+                    .into(),
             });
         }
         let names = [
@@ -142,7 +159,8 @@ impl WorkerConfig {
                     file: LABEL.into(),
                     key: "TURNSTILE_TOPIC_*".into(),
                     problem: format!("topic `{a}` is used for two purposes"),
-                    fix: "give the turns, replies, events and dead-letter topics distinct names".into(),
+                    fix: "give the turns, replies, events and dead-letter topics distinct names"
+                        .into(),
                 });
             }
         }
@@ -174,7 +192,10 @@ mod tests {
         })
         .unwrap_err()
         .to_string();
-        assert!(e.contains("TURNSTILE_MAX_IN_FLIGHT") && e.contains("fix:"), "{e}");
+        assert!(
+            e.contains("TURNSTILE_MAX_IN_FLIGHT") && e.contains("fix:"),
+            "{e}"
+        );
         assert!(e.contains("TURNSTILE_DRAIN_BUDGET_MS"), "{e}");
     }
 }

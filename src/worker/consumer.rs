@@ -86,8 +86,10 @@ impl ConsumerContext for WorkerContext {
                     tracing::warn!(topic = %self.topic, partitions = ?partitions, "Revocation drain did not finish in time; releasing anyway.");
                 }
             }
-            self.assigned
-                .fetch_sub(partitions.len().min(self.assigned.load(Ordering::Relaxed)), Ordering::Relaxed);
+            self.assigned.fetch_sub(
+                partitions.len().min(self.assigned.load(Ordering::Relaxed)),
+                Ordering::Relaxed,
+            );
         }
     }
 
@@ -212,7 +214,10 @@ pub fn poll_loop(
     // Let the revocation callback run for a final drain.
     for _ in 0..20 {
         if consumer.poll(Duration::from_millis(50)).is_none()
-            && consumer.assignment().map(|a| a.count() == 0).unwrap_or(true)
+            && consumer
+                .assignment()
+                .map(|a| a.count() == 0)
+                .unwrap_or(true)
         {
             break;
         }

@@ -42,14 +42,18 @@ pub async fn serve(
 
 async fn metrics_text(State(s): State<ListenerState>) -> impl IntoResponse {
     (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
         s.metrics.render(),
     )
 }
 
 async fn ready(State(s): State<ListenerState>) -> impl IntoResponse {
     let h = &s.health;
-    let joined = h.joined.load(Ordering::Relaxed) || h.assigned_partitions.load(Ordering::Relaxed) > 0;
+    let joined =
+        h.joined.load(Ordering::Relaxed) || h.assigned_partitions.load(Ordering::Relaxed) > 0;
     let store = h.store_ok.load(Ordering::Relaxed);
     let broker = h.broker_ok.load(Ordering::Relaxed);
     let body = format!(

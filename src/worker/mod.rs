@@ -31,16 +31,16 @@ use crate::domain::catalog::{Catalog, Settings};
 use crate::domain::engine::Engine;
 use crate::domain::state;
 use crate::message::{
-    decode_turn, encode_dead_letter, encode_outputs, DeadLetterReason, DecodeLimits,
-    InboundRecord, Output, OutputTopic, Rejection, Topics,
+    decode_turn, encode_dead_letter, encode_outputs, DeadLetterReason, DecodeLimits, InboundRecord,
+    Output, OutputTopic, Rejection, Topics,
 };
 use crate::pipeline::{decide_turn, decode_record, PipelineError};
 use crate::ports::{DecisionModel, StoreError, ToolGateway};
 use crate::store::cql::{write_timestamp, FencedCheckpoints, ScyllaCheckpointStore, StoredRow};
 use crate::telemetry;
 
-pub use config::WorkerConfig;
 use committer::{CommitCommand, CommittedMarks, Committer};
+pub use config::WorkerConfig;
 use consumer::{ConsumerCommand, ConsumerEvent, FetchedRecord};
 use dispatch::KeyedQueue;
 use offsets::PartitionOffsets;
@@ -85,6 +85,8 @@ struct OutboxOutput {
 /// The outputs of one applied turn whose Kafka commit is not yet known.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct OutboxEntry {
+    #[serde(default)]
+    topic: String,
     partition: i32,
     offset: i64,
     turn_id: String,
@@ -176,7 +178,11 @@ where
     T: ToolGateway + Send + Sync + 'static,
 {
     let (events_tx, mut events_rx) = mpsc::unbounded_channel();
-    let context = consumer::context(&config.topics.inbound, events_tx.clone(), config.drain_budget);
+    let context = consumer::context(
+        &config.topics.inbound,
+        events_tx.clone(),
+        config.drain_budget,
+    );
     let consumer: Arc<consumer::WorkerConsumer> = Arc::new(
         consumer_config(&config)
             .create_with_context(context)
@@ -200,7 +206,12 @@ where
 
     let marks: CommittedMarks = Default::default();
     let (commit_tx, commit_rx) = std_mpsc::channel::<CommitCommand>();
-    let committer = Committer::new(producer, consumer.clone(), config.topics.clone(), marks.clone());
+    let committer = Committer::new(
+        producer,
+        consumer.clone(),
+        config.topics.clone(),
+        marks.clone(),
+    );
     let interval = config.commit_interval;
     let committer_thread = std::thread::Builder::new()
         .name("turnstile-committer".into())
@@ -220,7 +231,9 @@ where
         let max = config.max_buffered_bytes;
         std::thread::Builder::new()
             .name("turnstile-consumer".into())
-            .spawn(move || consumer::poll_loop(consumer, topic, events_tx, cmd_rx, stop, bytes, max))
+            .spawn(move || {
+                consumer::poll_loop(consumer, topic, events_tx, cmd_rx, stop, bytes, max)
+            })
             .map_err(|e| WorkerError::Kafka(e.to_string()))?
     };
 
@@ -311,8 +324,16 @@ fn consumer_config(config: &WorkerConfig) -> ClientConfig {
         .set("enable.auto.offset.store", "false")
         .set("auto.offset.reset", "earliest")
         .set("isolation.level", "read_committed")
-        .set("session.timeout.ms", config.session_timeout.as_millis().to_string())
-        .set("heartbeat.interval.ms", (config.session_timeout.as_millis() / 4).max(500).to_string())
+        .set(
+            "session.timeout.ms",
+            config.session_timeout.as_millis().to_string(),
+        )
+        .set(
+            "heartbeat.interval.ms",
+            (config.session_timeout.as_millis() / 4)
+                .max(500)
+                .to_string(),
+        )
         .set("enable.partition.eof", "false")
         // librdkafka's own prefetch is bounded too, so memory stays bounded under any backlog.
         .set("queued.max.messages.kbytes", "16384")
@@ -328,7 +349,10 @@ fn producer_config(config: &WorkerConfig) -> ClientConfig {
     c.set("bootstrap.servers", &config.brokers)
         .set("client.id", format!("{}-producer", config.instance_id))
         // Stable per instance: a restarted instance fences its previous incarnation.
-        .set("transactional.id", format!("turnstile-{}", config.instance_id))
+        .set(
+            "transactional.id",
+            format!("turnstile-{}", config.instance_id),
+        )
         .set("enable.idempotence", "true")
         .set("linger.ms", "5")
         .set("transaction.timeout.ms", "60000");
@@ -371,7 +395,9 @@ where
         match ev {
             ConsumerEvent::Assigned { partition, offsets } => {
                 self.health.joined.store(true, Ordering::Relaxed);
-                let _ = self.commit_tx.send(CommitCommand::Assign(partition, offsets.clone()));
+                let _ = self
+                    .commit_tx
+                    .send(CommitCommand::Assign(partition, offsets.clone()));
                 self.partitions.insert(
                     partition,
                     PartitionState {
@@ -391,7 +417,11 @@ where
                         st.revoking = true;
                         let dropped = st.queue.drain_unstarted();
                         if dropped > 0 {
-                            tracing::info!(partition = p, dropped, "Dropped buffered records of a revoked partition.");
+                            tracing::info!(
+                                partition = p,
+                                dropped,
+                                "Dropped buffered records of a revoked partition."
+                            );
                         }
                     }
                 }
@@ -484,7 +514,11 @@ where
                     let owner = self.config.instance_id.clone();
                     tokio::spawn(async move {
                         tokio::time::sleep(Duration::from_secs(1)).await;
-                        let r = shared.services.store.acquire_epoch(&topic, partition, &owner).await;
+                        let r = shared
+                            .services
+                            .store
+                            .acquire_epoch(&topic, partition, &owner)
+                            .await;
                         let _ = tx.send((partition, r));
                     });
                 }
@@ -541,7 +575,9 @@ where
             let r = self.revocations.swap_remove(i);
             let (ack_tx, ack_rx) = std_mpsc::sync_channel(1);
             let _ = self.commit_tx.send(CommitCommand::Flush(ack_tx));
-            let _ = self.commit_tx.send(CommitCommand::Revoke(r.partitions.clone()));
+            let _ = self
+                .commit_tx
+                .send(CommitCommand::Revoke(r.partitions.clone()));
             for p in &r.partitions {
                 self.partitions.remove(p);
                 self.in_flight.remove(p);
@@ -567,7 +603,9 @@ where
     fn release_bytes(&self, size: usize) {
         let _ = self
             .buffered_bytes
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| Some(b.saturating_sub(size)));
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
+                Some(b.saturating_sub(size))
+            });
     }
 
     fn gauges(&self) {
@@ -584,7 +622,9 @@ where
         let partitions: Vec<i32> = self.partitions.keys().copied().collect();
         for p in partitions {
             loop {
-                let Some(st) = self.partitions.get_mut(&p) else { break };
+                let Some(st) = self.partitions.get_mut(&p) else {
+                    break;
+                };
                 if st.revoking {
                     break;
                 }
@@ -683,7 +723,9 @@ where
     let dead_letter = |finished: &mut Finished, rejection: Rejection| {
         counter!(telemetry::DEAD_LETTERS_TOTAL, "reason" => rejection.reason.as_str()).increment(1);
         tracing::warn!(reason = rejection.reason.as_str(), detail = %rejection.detail, "Turn dead-lettered.");
-        finished.outputs.push(encode_dead_letter(&inbound, &rejection, now_ms()));
+        finished
+            .outputs
+            .push(encode_dead_letter(&inbound, &rejection, now_ms()));
         finished.outcome = "dead_lettered";
     };
     let services = &shared.services;
@@ -702,7 +744,13 @@ where
         let row = match with_store_retry("load", || services.store.load_row(&turn.identity)).await {
             Ok(r) => r,
             Err(e) => {
-                dead_letter(&mut finished, Rejection { reason: DeadLetterReason::EngineError, detail: format!("checkpoint store refused the read: {e}") });
+                dead_letter(
+                    &mut finished,
+                    Rejection {
+                        reason: DeadLetterReason::EngineError,
+                        detail: format!("checkpoint store refused the read: {e}"),
+                    },
+                );
                 return finished;
             }
         };
@@ -720,8 +768,15 @@ where
             .and_then(|r| r.outbox.as_deref())
             .and_then(|b| serde_json::from_slice(b).ok())
             .unwrap_or_default();
-        if let Some(entry) = outbox.iter().find(|e| e.turn_id == turn.turn_id) {
-            // Applied before a crash but never committed: republish the stored outputs (EV-1).
+        // The same record again (its offset was never committed, e.g. a crash after the save):
+        // republish its stored outputs. The same turn id at another offset is a duplicate turn
+        // and falls through to the engine, which changes and emits nothing (EV-1).
+        if let Some(entry) = outbox.iter().find(|e| {
+            e.turn_id == turn.turn_id
+                && e.topic == shared.topics.inbound
+                && e.partition == record.partition
+                && e.offset == record.offset
+        }) {
             finished.outputs = entry.outputs.iter().map(from_outbox).collect();
             finished.outcome = "republished";
             return finished;
@@ -736,7 +791,8 @@ where
                         PipelineError::Checkpoint(d) => d.reason(),
                         _ => "in_flight_undecodable",
                     };
-                    counter!(telemetry::CHECKPOINT_DECODE_FAILURES_TOTAL, "reason" => reason).increment(1);
+                    counter!(telemetry::CHECKPOINT_DECODE_FAILURES_TOTAL, "reason" => reason)
+                        .increment(1);
                     dead_letter(&mut finished, Rejection { reason: DeadLetterReason::CheckpointUndecodable, detail: format!("{e}; the stored checkpoint was left untouched for inspection (turnstile inspect)") });
                     return finished;
                 }
@@ -748,7 +804,17 @@ where
             partition: record.partition,
             offset: record.offset,
         };
-        let processed = match decide_turn(&engine, &fenced_store, &services.model, &services.tools, &turn, state, in_flight).await {
+        let processed = match decide_turn(
+            &engine,
+            &fenced_store,
+            &services.model,
+            &services.tools,
+            &turn,
+            state,
+            in_flight,
+        )
+        .await
+        {
             Ok(p) => p,
             Err(PipelineError::Store(e)) if e.is_retryable() => {
                 tracing::warn!(error = %e, "Checkpoint store failed mid-turn; retrying the turn.");
@@ -756,7 +822,13 @@ where
                 continue;
             }
             Err(e) => {
-                dead_letter(&mut finished, Rejection { reason: DeadLetterReason::EngineError, detail: e.to_string() });
+                dead_letter(
+                    &mut finished,
+                    Rejection {
+                        reason: DeadLetterReason::EngineError,
+                        detail: e.to_string(),
+                    },
+                );
                 return finished;
             }
         };
@@ -766,8 +838,13 @@ where
             return finished;
         }
         let outputs = encode_outputs(&turn, &processed.outcome, now_ms());
-        outbox.retain(|e| e.partition == record.partition && e.offset >= committed_mark);
+        outbox.retain(|e| {
+            e.topic == shared.topics.inbound
+                && e.partition == record.partition
+                && e.offset >= committed_mark
+        });
         outbox.push(OutboxEntry {
+            topic: shared.topics.inbound.clone(),
             partition: record.partition,
             offset: record.offset,
             turn_id: turn.turn_id.clone(),
@@ -783,13 +860,29 @@ where
         let ts = match write_timestamp(epoch, record.offset, 1) {
             Ok(ts) => ts,
             Err(e) => {
-                dead_letter(&mut finished, Rejection { reason: DeadLetterReason::EngineError, detail: e.to_string() });
+                dead_letter(
+                    &mut finished,
+                    Rejection {
+                        reason: DeadLetterReason::EngineError,
+                        detail: e.to_string(),
+                    },
+                );
                 return finished;
             }
         };
         let save_started = Instant::now();
-        if let Err(e) = with_store_retry("save", || services.store.save_row(&turn.identity, &stored, ts)).await {
-            dead_letter(&mut finished, Rejection { reason: DeadLetterReason::EngineError, detail: format!("checkpoint store refused the write: {e}") });
+        if let Err(e) = with_store_retry("save", || {
+            services.store.save_row(&turn.identity, &stored, ts)
+        })
+        .await
+        {
+            dead_letter(
+                &mut finished,
+                Rejection {
+                    reason: DeadLetterReason::EngineError,
+                    detail: format!("checkpoint store refused the write: {e}"),
+                },
+            );
             return finished;
         }
         histogram!(telemetry::CHECKPOINT_SAVE_DURATION_SECONDS)
