@@ -32,6 +32,9 @@ pub struct WorkerConfig {
     pub listen: String,
     /// Extra librdkafka settings (`TURNSTILE_KAFKA_<name with _ for .>`), e.g. security.
     pub kafka_overrides: Vec<(String, String)>,
+    /// Fault injection for the crash harness: abort the process right after the N-th
+    /// checkpoint save, before its Kafka commit (`TURNSTILE_FAULT_ABORT_AFTER_SAVES`).
+    pub fault_abort_after_saves: Option<u64>,
 }
 
 impl Default for WorkerConfig {
@@ -51,6 +54,7 @@ impl Default for WorkerConfig {
             session_timeout: Duration::from_secs(15),
             listen: "0.0.0.0:9464".into(),
             kafka_overrides: Vec::new(),
+            fault_abort_after_saves: None,
         }
     }
 }
@@ -125,6 +129,20 @@ impl WorkerConfig {
             &mut c.session_timeout,
             6_000,
         );
+        if let Some(v) = env("TURNSTILE_FAULT_ABORT_AFTER_SAVES").filter(|v| !v.trim().is_empty()) {
+            match v.trim().parse::<u64>() {
+                Ok(n) if n >= 1 => c.fault_abort_after_saves = Some(n),
+                _ => errors.push(ConfigError {
+                    file: LABEL.into(),
+                    key: "TURNSTILE_FAULT_ABORT_AFTER_SAVES".into(),
+                    problem: format!("`{v}` is not a whole number >= 1"),
+                    fix: "unset it (it is a test-only fault injection), or give a count".into(),
+                }),
+            }
+        }
+        for (name, value) in env_overrides(&env) {
+            c.kafka_overrides.push((name, value));
+        }
         c.validate(&mut errors);
         if errors.is_empty() {
             Ok(c)
@@ -165,6 +183,29 @@ impl WorkerConfig {
             }
         }
     }
+}
+
+/// `TURNSTILE_KAFKA_SECURITY_PROTOCOL=SSL` → `security.protocol=SSL`, for the few librdkafka
+/// settings a deployment needs (security, SASL). Only these names are read: the lookup is by
+/// name, not a scan of the environment.
+fn env_overrides(env: &impl Fn(&str) -> Option<String>) -> Vec<(String, String)> {
+    const PASSTHROUGH: &[&str] = &[
+        "security.protocol",
+        "sasl.mechanisms",
+        "sasl.username",
+        "sasl.password",
+        "ssl.ca.location",
+        "ssl.certificate.location",
+        "ssl.key.location",
+        "client.rack",
+    ];
+    PASSTHROUGH
+        .iter()
+        .filter_map(|name| {
+            let var = format!("TURNSTILE_KAFKA_{}", name.replace('.', "_").to_uppercase());
+            env(&var).map(|v| ((*name).to_owned(), v))
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -243,6 +243,8 @@ where
         limits: DecodeLimits {
             max_payload_bytes: config.max_payload_bytes,
         },
+        fault_abort_after_saves: config.fault_abort_after_saves,
+        saves: Default::default(),
     });
     let mut coordinator = Coordinator {
         config: config.clone(),
@@ -366,6 +368,8 @@ struct Shared<M, T> {
     services: Services<M, T>,
     topics: Topics,
     limits: DecodeLimits,
+    fault_abort_after_saves: Option<u64>,
+    saves: std::sync::atomic::AtomicU64,
 }
 
 struct Coordinator<M, T> {
@@ -887,6 +891,12 @@ where
         }
         histogram!(telemetry::CHECKPOINT_SAVE_DURATION_SECONDS)
             .record(save_started.elapsed().as_secs_f64());
+        if let Some(n) = shared.fault_abort_after_saves {
+            if shared.saves.fetch_add(1, Ordering::SeqCst) + 1 >= n {
+                tracing::error!("Fault injection: aborting after a checkpoint save, before its commit.");
+                std::process::abort();
+            }
+        }
         finished.outputs = outputs;
         return finished;
     }
