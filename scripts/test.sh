@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
-# The whole test suite: unit, property and integration tests, then every conversation scenario
-# (the project's own and the shared examples) through the in-process runner.
+# The whole test suite, on a fresh machine too: starts Kafka + Cassandra (scripts/services.sh)
+# when they are not running, runs every Rust test (unit, property, integration against the real
+# services), then every conversation scenario in process and end to end through the worker.
+# Stops the services at the end only if it started them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-cargo test --locked --all-targets
+started=0
+if ! bash scripts/services.sh status >/dev/null 2>&1; then
+  bash scripts/services.sh up
+  started=1
+fi
+cleanup() { if [ "$started" = 1 ]; then bash scripts/services.sh down || true; fi; }
+trap cleanup EXIT
+eval "$(bash scripts/services.sh env)"
 
 examples=../shared/spec/examples
 paths=(tests/scenarios)
@@ -13,4 +22,11 @@ if [ -d "$examples" ]; then
 else
   echo "note: $examples not found; running the project's own scenarios only" >&2
 fi
-cargo run --locked --quiet -- scenarios "${paths[@]}"
+
+# One debug build serves the tests and the scenario runs (a release build would double CI time).
+cargo test --locked --all-targets -- --test-threads=2
+cargo build --locked --bin turnstile
+echo "== scenarios, in process"
+./target/debug/turnstile scenarios "${paths[@]}"
+echo "== scenarios, end to end (Kafka + CQL + HTTP model and tools)"
+./target/debug/turnstile scenarios --e2e "${paths[@]}"
