@@ -66,9 +66,14 @@ pub enum StoreError {
     Unavailable(String),
     #[error("checkpoint write fenced: a newer owner holds this conversation")]
     Fenced,
+    /// The store answered but refused the request (bad schema, missing keyspace, invalid value,
+    /// an out-of-range fencing timestamp): repeating it cannot succeed, so it is not retryable.
+    #[error("checkpoint store rejected the request: {0}")]
+    Rejected(String),
 }
 
 impl StoreError {
+    /// Only a transient outage is worth retrying; fencing and rejections are final.
     pub fn is_retryable(&self) -> bool {
         matches!(self, StoreError::Unavailable(_))
     }
