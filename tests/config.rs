@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use turnstile::config::agents::{load_catalog, parse_catalog, DEFAULT_MAX_ATTEMPTS};
+use turnstile::config::agents::{
+    load_agents_file, load_catalog, parse_agents_file, parse_catalog, DEFAULT_MAX_ATTEMPTS,
+};
 use turnstile::config::profiles::{
     check_profile_references, load_profiles, parse_profiles, Provider,
 };
@@ -13,6 +15,7 @@ use turnstile::config::ConfigErrors;
 use turnstile::domain::catalog::{OnAttemptsExhausted, Settings, ToolAccess};
 use turnstile::domain::locale::Locale;
 use turnstile::domain::parameter::ParameterKind;
+use turnstile::tool::ToolHttpSettings;
 
 const AGENTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/agents.example.yaml");
 const PROFILES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/profiles.example.yaml");
@@ -612,4 +615,160 @@ fn missing_profile_reference() {
         "assistants.shop-bot.profiles.interpreter",
         "`interpreter`",
     );
+}
+
+// ---- tool endpoints and tool_http (LC-1, LC-4, EV-4: the webhooks tools run through) ----
+
+/// MINIMAL's tool with extra keys (indented as tool keys).
+fn minimal_with_tool_keys(keys: &str) -> String {
+    MINIMAL.replace(
+        "        confirmation: true\n",
+        &format!("        confirmation: true\n{keys}"),
+    )
+}
+
+#[test]
+fn example_tools_have_relative_endpoints() {
+    let file = load_agents_file(Path::new(AGENTS)).unwrap_or_else(|e| panic!("{e}"));
+    let a = file.catalog.assistant("retail-bot").unwrap();
+    for (name, tool) in &a.tools {
+        assert_eq!(
+            tool.endpoint.as_deref(),
+            Some(format!("/tools/{name}").as_str())
+        );
+        let expected_pre = tool
+            .pre_validation
+            .then(|| format!("/tools/{name}/pre-validate"));
+        assert_eq!(tool.pre_validation_endpoint, expected_pre, "{name}");
+    }
+    assert_eq!(file.tool_http, ToolHttpSettings::default());
+    assert_eq!(file.tool_http.max_attempts, 3);
+}
+
+#[test]
+fn endpoints_absolute_explicit_and_defaulted() {
+    let yaml = minimal_with_tool_keys(
+        "        pre_validation: true\n        endpoint: https://tools.example.com/orders/cancel/\n",
+    );
+    let c = parse_catalog(&yaml, "agents.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let tool = &c.assistant("shop-bot").unwrap().tools["order_cancel"];
+    assert_eq!(
+        tool.endpoint.as_deref(),
+        Some("https://tools.example.com/orders/cancel/")
+    );
+    assert_eq!(
+        tool.pre_validation_endpoint.as_deref(),
+        Some("https://tools.example.com/orders/cancel/pre-validate")
+    );
+
+    let yaml = minimal_with_tool_keys(
+        "        pre_validation: true\n        endpoint: /tools/order_cancel\n        \
+         pre_validation_endpoint: http://checks.internal:9000/eligibility\n",
+    );
+    let c = parse_catalog(&yaml, "agents.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let tool = &c.assistant("shop-bot").unwrap().tools["order_cancel"];
+    assert_eq!(
+        tool.pre_validation_endpoint.as_deref(),
+        Some("http://checks.internal:9000/eligibility")
+    );
+
+    // No endpoint is still a valid catalog (the scripted gateway needs none).
+    let c = parse_catalog(MINIMAL, "agents.yaml").unwrap();
+    let tool = &c.assistant("shop-bot").unwrap().tools["order_cancel"];
+    assert_eq!(
+        (
+            tool.endpoint.as_deref(),
+            tool.pre_validation_endpoint.as_deref()
+        ),
+        (None, None)
+    );
+}
+
+#[test]
+fn invalid_endpoints_are_named_with_a_fix() {
+    let key = "assistants.shop-bot.tools.order_cancel.endpoint";
+    for (bad, needle) in [
+        ("ftp://files.example.com/x", "scheme `ftp`"),
+        (
+            "tools/order_cancel",
+            "neither an absolute http(s) URL nor a path",
+        ),
+        ("//host/tools/x", "no scheme"),
+        ("/tools/x?token=1", "query or fragment"),
+        ("\"\"", "empty"),
+        ("\"/tools/a b\"", "whitespace"),
+    ] {
+        let yaml = minimal_with_tool_keys(&format!("        endpoint: {bad}\n"));
+        let err = catalog_err(&yaml);
+        assert_names(&err, "agents.yaml", key, needle);
+        assert!(
+            err.to_string().contains("TURNSTILE_TOOLS_BASE_URL"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn pre_validation_endpoint_needs_pre_validation() {
+    let yaml = minimal_with_tool_keys(
+        "        endpoint: /tools/order_cancel\n        pre_validation_endpoint: /check\n",
+    );
+    assert_names(
+        &catalog_err(&yaml),
+        "agents.yaml",
+        "assistants.shop-bot.tools.order_cancel.pre_validation_endpoint",
+        "pre_validation: true",
+    );
+}
+
+#[test]
+fn tool_http_settings_parse_and_validate() {
+    let yaml = format!(
+        "{MINIMAL}tool_http:\n  timeout_ms: 1500\n  max_attempts: 5\n  initial_backoff_ms: 50\n  \
+         max_backoff_ms: 800\n"
+    );
+    let file = parse_agents_file(&yaml, "agents.yaml").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        file.tool_http,
+        ToolHttpSettings {
+            timeout_ms: 1500,
+            max_attempts: 5,
+            initial_backoff_ms: 50,
+            max_backoff_ms: 800,
+        }
+    );
+    // A partial block keeps the other defaults.
+    let file = parse_agents_file(
+        &format!("{MINIMAL}tool_http: {{max_attempts: 1}}\n"),
+        "a.yaml",
+    )
+    .unwrap();
+    assert_eq!(file.tool_http.max_attempts, 1);
+    assert_eq!(
+        file.tool_http.timeout_ms,
+        ToolHttpSettings::default().timeout_ms
+    );
+
+    for (block, key, needle) in [
+        ("{timeout_ms: 0}", "tool_http.timeout_ms", "at least 1"),
+        (
+            "{max_attempts: 0}",
+            "tool_http.max_attempts",
+            "outside 1..=10",
+        ),
+        (
+            "{max_attempts: 11}",
+            "tool_http.max_attempts",
+            "outside 1..=10",
+        ),
+        (
+            "{initial_backoff_ms: 500, max_backoff_ms: 100}",
+            "tool_http.initial_backoff_ms",
+            "greater than max_backoff_ms",
+        ),
+        ("{timeout: 5}", "tool_http", "unknown field"),
+    ] {
+        let err = catalog_err(&format!("{MINIMAL}tool_http: {block}\n"));
+        assert_names(&err, "agents.yaml", key, needle);
+    }
 }

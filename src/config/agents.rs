@@ -5,6 +5,10 @@
 //! unknown keys; its one error names the key path and the line/column. The semantic stage then
 //! checks references, patterns, ranges, locales and message placeholders, collects every problem
 //! of the file, and builds the domain [`Catalog`].
+//!
+//! Besides the catalog, the file holds the transport settings of the tool webhooks (`tool_http:`,
+//! [`ToolHttpSettings`]): the domain catalog has no place for them, so [`parse_agents_file`]
+//! returns both.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -22,6 +26,7 @@ use crate::domain::catalog::{
 };
 use crate::domain::locale::Locale;
 use crate::domain::parameter::{EnumValue, IdPattern, ParameterKind};
+use crate::tool::http::ToolHttpSettings;
 
 /// Failed attempts before a tool's `on_attempts_exhausted` applies, when not configured (MG-4).
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
@@ -30,6 +35,10 @@ pub const DEFAULT_TEXT_MAX_LENGTH: usize = 500;
 /// Model profile names an assistant uses when its `profiles:` key is absent.
 pub const DEFAULT_ROUTER_PROFILE: &str = "router";
 pub const DEFAULT_INTERPRETER_PROFILE: &str = "interpreter";
+/// Appended to a tool's `endpoint` when `pre_validation_endpoint` is not given.
+pub const PRE_VALIDATION_PATH_SUFFIX: &str = "/pre-validate";
+/// Upper bound of `tool_http.max_attempts`: more would hold a conversation's partition for long.
+pub const MAX_TOOL_HTTP_ATTEMPTS: u32 = 10;
 
 /// Route names the engine reserves for session control (SC-5, SC-6); no domain agent may use them.
 const RESERVED_AGENT_NAMES: &[&str] = &["human_handoff", "end_session"];
@@ -42,6 +51,22 @@ const RESERVED_AGENT_NAMES: &[&str] = &["human_handoff", "end_session"];
 #[serde(deny_unknown_fields)]
 struct RawFile {
     assistants: BTreeMap<String, RawAssistant>,
+    #[serde(default)]
+    tool_http: Option<RawToolHttp>,
+}
+
+/// `tool_http:`; every key optional (see [`ToolHttpSettings::default`]).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawToolHttp {
+    #[serde(default)]
+    timeout_ms: Option<u64>,
+    #[serde(default)]
+    max_attempts: Option<u32>,
+    #[serde(default)]
+    initial_backoff_ms: Option<u64>,
+    #[serde(default)]
+    max_backoff_ms: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -274,10 +299,10 @@ struct RawTool {
     max_attempts: Option<u32>,
     #[serde(default)]
     on_attempts_exhausted: RawExhausted,
-    /// The tool's HTTP endpoint. Accepted and not used yet (the HTTP tool gateway will read it).
     #[serde(default)]
-    #[allow(dead_code)]
     endpoint: Option<String>,
+    #[serde(default)]
+    pre_validation_endpoint: Option<String>,
 }
 
 /// Per-locale overrides of the built-in reply templates; a key not given keeps the default.
@@ -461,20 +486,39 @@ pub fn default_messages(locale: Locale) -> MessageSet {
 // Loading and semantic validation
 // ---------------------------------------------------------------------------------------------
 
+/// Everything an agents file configures.
+#[derive(Debug, Clone)]
+pub struct AgentsFile {
+    pub catalog: Catalog,
+    /// Transport of the tool webhooks (`tool_http:`), for `tool::HttpToolGateway`.
+    pub tool_http: ToolHttpSettings,
+}
+
 /// Loads and validates an agents file.
 pub fn load_catalog(path: &Path) -> Result<Catalog, ConfigErrors> {
+    load_agents_file(path).map(|f| f.catalog)
+}
+
+/// Loads and validates an agents file: the catalog and the tool transport settings.
+pub fn load_agents_file(path: &Path) -> Result<AgentsFile, ConfigErrors> {
     let text = read_file(path)?;
-    parse_catalog(&text, &path.display().to_string())
+    parse_agents_file(&text, &path.display().to_string())
 }
 
 /// Parses and validates agents YAML; `file_label` names the source in errors. Semantic errors are
 /// all collected.
 pub fn parse_catalog(yaml: &str, file_label: &str) -> Result<Catalog, ConfigErrors> {
+    parse_agents_file(yaml, file_label).map(|f| f.catalog)
+}
+
+/// [`parse_catalog`], also returning the `tool_http:` settings.
+pub fn parse_agents_file(yaml: &str, file_label: &str) -> Result<AgentsFile, ConfigErrors> {
     let raw: RawFile = parse_yaml(yaml, file_label)?;
     let mut v = Validator {
         file: file_label,
         errors: Vec::new(),
     };
+    let tool_http = v.tool_http(raw.tool_http.unwrap_or_default());
     if raw.assistants.is_empty() {
         v.err(
             "assistants",
@@ -488,7 +532,61 @@ pub fn parse_catalog(yaml: &str, file_label: &str) -> Result<Catalog, ConfigErro
             catalog.assistants.insert(id, assistant);
         }
     }
-    ConfigErrors(v.errors).into_result(catalog)
+    ConfigErrors(v.errors).into_result(AgentsFile { catalog, tool_http })
+}
+
+/// The pre-validation endpoint of a tool that configures none: `<endpoint>/pre-validate`.
+pub fn default_pre_validation_endpoint(endpoint: &str) -> String {
+    format!(
+        "{}{PRE_VALIDATION_PATH_SUFFIX}",
+        endpoint.trim_end_matches('/')
+    )
+}
+
+/// Why `endpoint` is not an absolute http(s) URL or a `/path`, if it is not.
+pub fn endpoint_problem(endpoint: &str) -> Option<String> {
+    if endpoint.is_empty() {
+        return Some("the endpoint is empty".into());
+    }
+    if endpoint
+        .chars()
+        .any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Some(format!("`{endpoint}` contains whitespace"));
+    }
+    let (url, relative) = if endpoint.starts_with("//") {
+        return Some(format!(
+            "`{endpoint}` has no scheme (a `//host` URL is ambiguous)"
+        ));
+    } else if endpoint.starts_with('/') {
+        // Parsed against a placeholder host only to check the path.
+        (format!("http://base.invalid{endpoint}"), true)
+    } else {
+        (endpoint.to_owned(), false)
+    };
+    let parsed = match reqwest::Url::parse(&url) {
+        Ok(u) => u,
+        Err(e) if relative => return Some(format!("`{endpoint}` is not a valid path: {e}")),
+        Err(_) => {
+            return Some(format!(
+                "`{endpoint}` is neither an absolute http(s) URL nor a path starting with `/`"
+            ))
+        }
+    };
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Some(format!(
+            "`{endpoint}` uses scheme `{}`; only http and https are supported",
+            parsed.scheme()
+        ));
+    }
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Some(format!("`{endpoint}` has no host"));
+    }
+    if parsed.query().is_some() || parsed.fragment().is_some() {
+        // The pre-validation default appends to the path; ids travel in headers and the body.
+        return Some(format!("`{endpoint}` has a query or fragment"));
+    }
+    None
 }
 
 struct Validator<'f> {
@@ -1021,6 +1119,24 @@ impl Validator<'_> {
             }
         }
 
+        let endpoint = self.endpoint(&format!("{key}.endpoint"), raw.endpoint);
+        let explicit_pre = self.endpoint(
+            &format!("{key}.pre_validation_endpoint"),
+            raw.pre_validation_endpoint,
+        );
+        if explicit_pre.is_some() && !raw.pre_validation {
+            self.err(
+                format!("{key}.pre_validation_endpoint"),
+                "pre_validation_endpoint is set but pre_validation is false, so it is never called",
+                "set `pre_validation: true`, or remove `pre_validation_endpoint`",
+            );
+        }
+        let pre_validation_endpoint = if raw.pre_validation {
+            explicit_pre.or_else(|| endpoint.as_deref().map(default_pre_validation_endpoint))
+        } else {
+            None
+        };
+
         let title = self.localized(raw.title, &name.replace('_', " "));
         if self.errors.len() > before {
             return None;
@@ -1038,7 +1154,78 @@ impl Validator<'_> {
                 RawExhausted::Clarify => OnAttemptsExhausted::Clarify,
                 RawExhausted::Handoff => OnAttemptsExhausted::Handoff,
             },
+            endpoint,
+            pre_validation_endpoint,
         })
+    }
+
+    /// A validated endpoint (trimmed), or `None` when absent or invalid (then an error is kept).
+    fn endpoint(&mut self, key: &str, raw: Option<String>) -> Option<String> {
+        let value = raw?.trim().to_owned();
+        match endpoint_problem(&value) {
+            None => Some(value),
+            Some(problem) => {
+                self.err(
+                    key,
+                    problem,
+                    "give an absolute URL such as https://tools.example.com/tools/order_cancel, \
+                     or a path such as /tools/order_cancel (joined to TURNSTILE_TOOLS_BASE_URL), \
+                     without query or fragment",
+                );
+                None
+            }
+        }
+    }
+
+    /// `tool_http:`; an invalid value is reported and replaced by its default.
+    fn tool_http(&mut self, raw: RawToolHttp) -> ToolHttpSettings {
+        let defaults = ToolHttpSettings::default();
+        let mut s = ToolHttpSettings {
+            timeout_ms: raw.timeout_ms.unwrap_or(defaults.timeout_ms),
+            max_attempts: raw.max_attempts.unwrap_or(defaults.max_attempts),
+            initial_backoff_ms: raw
+                .initial_backoff_ms
+                .unwrap_or(defaults.initial_backoff_ms),
+            max_backoff_ms: raw.max_backoff_ms.unwrap_or(defaults.max_backoff_ms),
+        };
+        if s.timeout_ms == 0 {
+            self.err(
+                "tool_http.timeout_ms",
+                "timeout_ms must be at least 1",
+                format!(
+                    "give the per-attempt timeout in milliseconds, or remove it for {}",
+                    defaults.timeout_ms
+                ),
+            );
+            s.timeout_ms = defaults.timeout_ms;
+        }
+        if !(1..=MAX_TOOL_HTTP_ATTEMPTS).contains(&s.max_attempts) {
+            self.err(
+                "tool_http.max_attempts",
+                format!(
+                    "max_attempts {} is outside 1..={MAX_TOOL_HTTP_ATTEMPTS}",
+                    s.max_attempts
+                ),
+                format!(
+                    "use 1 (no retry) to {MAX_TOOL_HTTP_ATTEMPTS}, or remove it for {}",
+                    defaults.max_attempts
+                ),
+            );
+            s.max_attempts = defaults.max_attempts;
+        }
+        if s.initial_backoff_ms > s.max_backoff_ms {
+            self.err(
+                "tool_http.initial_backoff_ms",
+                format!(
+                    "initial_backoff_ms {} is greater than max_backoff_ms {}",
+                    s.initial_backoff_ms, s.max_backoff_ms
+                ),
+                "make initial_backoff_ms less than or equal to max_backoff_ms",
+            );
+            s.initial_backoff_ms = defaults.initial_backoff_ms;
+            s.max_backoff_ms = defaults.max_backoff_ms;
+        }
+        s
     }
 
     /// A parameter that exists but failed its own validation is not reported again per tool.

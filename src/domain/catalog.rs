@@ -52,6 +52,10 @@ pub struct Tool {
     pub pre_validation: bool,
     pub max_attempts: u32,
     pub on_attempts_exhausted: OnAttemptsExhausted,
+    /// Where the tool executes: an absolute http(s) URL, or a path joined to the runtime base URL.
+    pub endpoint: Option<String>,
+    /// Where the tool pre-validates (same forms as `endpoint`); set only when `pre_validation` is.
+    pub pre_validation_endpoint: Option<String>,
 }
 
 impl Tool {
