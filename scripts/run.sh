@@ -12,4 +12,7 @@ cargo build --locked --release --bin turnstile
 export TURNSTILE_BROKERS="${TURNSTILE_BROKERS:-$KAFKA_BROKERS}"
 export TURNSTILE_CQL_CONTACT="${TURNSTILE_CQL_CONTACT:-$CQL_CONTACT}"
 export TURNSTILE_LISTEN="${TURNSTILE_LISTEN:-127.0.0.1:9464}"
+# The example profiles name no endpoint; point them at a local OpenAI-compatible server
+# (vLLM's default port) unless told otherwise. Without one, model calls fall back safely.
+export TURNSTILE_MODEL_BASE_URL="${TURNSTILE_MODEL_BASE_URL:-http://127.0.0.1:8000/v1}"
 exec ./target/release/turnstile run "$@"

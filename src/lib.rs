@@ -20,9 +20,9 @@
 //! | [`domain`] | the pure core: [`domain::state`] (`AgentState`, ST), [`domain::transaction`] (lifecycle table, LC), [`domain::parameter`] (typed parsers, MG-4), [`domain::confirmation`] (PR-6 recogniser), [`domain::engine`] (order of evaluation, PR/SC/EV), [`domain::effect`] (requests, answers, events), [`domain::catalog`] (assistants, tools, settings) |
 //! | [`config`] | YAML configuration: agents and tools, session-control settings (seed names), model profiles; validation errors that name file, key and fix |
 //! | [`ports`] | the traits the pipeline needs from outside: `DecisionModel`, `ToolGateway`, `CheckpointStore` |
-//! | [`model`] | model-backed decisions: defensive output parsing, `ScriptedModel` |
-//! | [`tool`] | domain tool endpoints: `ScriptedTools` |
-//! | [`store`] | checkpoint stores: `InMemoryCheckpointStore` |
+//! | [`model`] | model-backed decisions: prompts, defensive output parsing, `OpenAiCompatibleModel` (HTTP), `ScriptedModel` |
+//! | [`tool`] | domain tool endpoints: `HttpToolGateway` (webhooks, retries, idempotency keys, evidence), `ScriptedTools` |
+//! | [`store`] | checkpoint stores: `ScyllaCheckpointStore` (CQL, fencing by lease epoch), `InMemoryCheckpointStore` |
 //! | [`pipeline`] | drives one turn through the engine, performing each request with the ports |
 //! | [`message`] | wire formats: inbound turn decoding (IO-3), replies, CloudEvents, dead-letter records |
 //! | [`testkit`] | real loopback HTTP servers speaking the model and tool protocols, scripted, with faults |

@@ -4,13 +4,16 @@
 use serde::{Deserialize, Serialize};
 
 use crate::domain::decision::Skill;
-use crate::domain::effect::{Answer, Request, TurnOutcome};
+use crate::domain::decision::{ModelAnswer, RouterDecision};
+use crate::domain::effect::{Answer, Request, RouterRequest, TurnOutcome};
 use crate::domain::engine::{Engine, EngineError, Step};
 use crate::domain::state::{self, AgentState, DecodeStateError};
 use crate::domain::turn::Turn;
 use crate::ports::{
     CallContext, CheckpointRecord, CheckpointStore, DecisionModel, StoreError, ToolGateway,
 };
+use crate::telemetry;
+use metrics::counter;
 
 /// A turn between its write-ahead (LC-4) and its end: replaying `answers` from `base` reproduces
 /// it exactly, so recovery never asks a model again and re-issues the same idempotency key.
@@ -120,26 +123,64 @@ where
     let ctx = CallContext {
         turn_id: &turn.turn_id,
         turn_at_ms: turn.at_ms,
+        speculative: false,
     };
     let mut model_calls = Vec::new();
+    // ROUTER_SPECULATIVE: the router call started next to the classifier, and its answer.
+    let mut speculative: Option<(RouterRequest, ModelAnswer<RouterDecision>)> = None;
     loop {
-        match engine.step(&base, turn, &answers)? {
+        let request = match engine.step(&base, turn, &answers)? {
             Step::Done(outcome) => {
+                if speculative.is_some() {
+                    counter!(telemetry::MODEL_SPECULATIVE_DISCARDED_TOTAL, "skill" => "router")
+                        .increment(1);
+                }
                 return Ok(ProcessedTurn {
                     outcome: *outcome,
                     model_calls,
                     recovered,
                 });
             }
-            Step::Need(request) => {
-                if let Some(skill) = request.skill() {
-                    model_calls.push(skill);
-                }
-                let answer =
-                    perform(request, &base, turn, &answers, store, model, tools, ctx).await?;
-                answers.push(answer);
+            Step::Need(request) => request,
+        };
+        match &request {
+            Request::Classify(c) if engine.settings().router_speculative => {
+                let guess = RouterRequest {
+                    message: c.message.clone(),
+                    locale: c.locale,
+                    assistant: turn.identity.agent_id.clone(),
+                    active_agent: c.active_agent.clone(),
+                    active_transaction: c.active_transaction.clone(),
+                };
+                let spec_ctx = CallContext {
+                    speculative: true,
+                    ..ctx
+                };
+                let (classified, routed) =
+                    tokio::join!(model.classify(c, ctx), model.route(&guess, spec_ctx));
+                model_calls.push(Skill::Classifier);
+                answers.push(Answer::Classifier(classified));
+                speculative = Some((guess, routed));
+                continue;
             }
+            Request::Route(r) => {
+                if let Some((guess, routed)) = speculative.take() {
+                    if &guess == r {
+                        model_calls.push(Skill::Router);
+                        answers.push(Answer::Router(routed));
+                        continue;
+                    }
+                    counter!(telemetry::MODEL_SPECULATIVE_DISCARDED_TOTAL, "skill" => "router")
+                        .increment(1);
+                }
+            }
+            _ => {}
         }
+        if let Some(skill) = request.skill() {
+            model_calls.push(skill);
+        }
+        let answer = perform(request, &base, turn, &answers, store, model, tools, ctx).await?;
+        answers.push(answer);
     }
 }
 

@@ -15,6 +15,8 @@ pub struct CallContext<'a> {
     pub turn_id: &'a str,
     /// The turn's own time, for adapters that have no clock of their own (scripted ones).
     pub turn_at_ms: i64,
+    /// A router call started before the engine asked for it (`ROUTER_SPECULATIVE`).
+    pub speculative: bool,
 }
 
 /// Model-backed decisions: the session-control classifier, the router and the interpreter.

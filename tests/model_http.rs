@@ -130,6 +130,7 @@ fn ctx(turn_id: &str) -> CallContext<'_> {
     CallContext {
         turn_id,
         turn_at_ms: 1_000,
+        speculative: false,
     }
 }
 
@@ -282,6 +283,7 @@ fn golden_chat_request_bodies() {
     let tool = &assistant.tools["retail_address_change"];
     let interpreter = InterpreterRequest {
         message: "the number is 45, not 10".into(),
+        assistant: "retail-bot".into(),
         locale: Locale::En,
         transaction: summary(
             "retail_address_change",
@@ -393,6 +395,7 @@ async fn router_and_interpreter_requests_on_the_wire() {
         .interpret(
             &InterpreterRequest {
                 message: "45".into(),
+                assistant: "retail-bot".into(),
                 locale: Locale::En,
                 transaction: summary(
                     "retail_address_change",

@@ -62,6 +62,7 @@ fn ctx(turn_id: &str) -> CallContext<'_> {
     CallContext {
         turn_id,
         turn_at_ms: 1_000,
+        speculative: false,
     }
 }
 

@@ -190,6 +190,7 @@ pub async fn run(args: Args) -> u8 {
     let ctx = CallContext {
         turn_id: &turn_id,
         turn_at_ms: now_ms,
+        speculative: false,
     };
     let raw = model.classify_raw(&request, ctx).await;
     let threshold = settings.route_stickiness_confidence_threshold;

@@ -7,11 +7,13 @@ use std::time::Duration;
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
 
-use crate::config::{agents::load_catalog, profiles::load_profiles, settings::settings_from_env};
+use crate::config::{
+    agents::load_agents_file, profiles::load_profiles, settings::settings_from_env,
+};
 use crate::model::http::OpenAiCompatibleModel;
 use crate::store::cql::{CqlConfig, ScyllaCheckpointStore};
 use crate::telemetry;
-use crate::tool::http::{HttpToolGateway, ToolHttpSettings};
+use crate::tool::http::HttpToolGateway;
 use crate::worker::{self, listener, Health, Services, WorkerConfig};
 
 pub const EXIT_CONFIG: u8 = 64;
@@ -21,10 +23,18 @@ pub const EXIT_SOFTWARE: u8 = 70;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Agents configuration (assistants, tenants, tools).
-    #[arg(long, env = "TURNSTILE_CONFIG", default_value = "config/agents.example.yaml")]
+    #[arg(
+        long,
+        env = "TURNSTILE_CONFIG",
+        default_value = "config/agents.example.yaml"
+    )]
     pub config: PathBuf,
     /// Model profiles file.
-    #[arg(long, env = "TURNSTILE_PROFILES", default_value = "config/profiles.example.yaml")]
+    #[arg(
+        long,
+        env = "TURNSTILE_PROFILES",
+        default_value = "config/profiles.example.yaml"
+    )]
     pub profiles: PathBuf,
     /// CQL contact point(s), comma-separated.
     #[arg(long, env = "TURNSTILE_CQL_CONTACT", default_value = "127.0.0.1:9042")]
@@ -43,8 +53,8 @@ pub struct Args {
 pub async fn run(args: Args) -> u8 {
     telemetry::init_logging();
     let env = |k: &str| std::env::var(k).ok();
-    let catalog = match load_catalog(&args.config) {
-        Ok(c) => Arc::new(c),
+    let (catalog, tool_http) = match load_agents_file(&args.config) {
+        Ok(f) => (Arc::new(f.catalog), f.tool_http),
         Err(e) => return config_error(&e.to_string()),
     };
     let profiles = match load_profiles(&args.profiles) {
@@ -59,18 +69,22 @@ pub async fn run(args: Args) -> u8 {
         Ok(c) => c,
         Err(e) => return config_error(&e.to_string()),
     };
-    let mut model = match OpenAiCompatibleModel::new(catalog.clone(), settings.clone(), profiles, env) {
-        Ok(m) => m,
-        Err(e) => return config_error(&e.to_string()),
-    };
+    let mut model =
+        match OpenAiCompatibleModel::new(catalog.clone(), settings.clone(), profiles, env) {
+            Ok(m) => m,
+            Err(e) => return config_error(&e.to_string()),
+        };
     if let Some(url) = &args.model_base_url {
         model = model.with_base_url_override(url);
     }
-    let tools = match HttpToolGateway::new(
-        catalog.clone(),
-        args.tools_base_url.clone(),
-        ToolHttpSettings::default(),
-    ) {
+    // A profile without an endpoint would make every turn fall back silently: refuse to start.
+    if let Err(e) = model.check_endpoints() {
+        return config_error(&format!(
+            "{e} (fix: set base_url in the profiles file, or TURNSTILE_MODEL_BASE_URL)"
+        ));
+    }
+    let tools = match HttpToolGateway::new(catalog.clone(), args.tools_base_url.clone(), tool_http)
+    {
         Ok(t) => t,
         Err(e) => return config_error(&e.to_string()),
     };
@@ -113,7 +127,11 @@ pub async fn run(args: Args) -> u8 {
         };
     tracing::info!(listen = %bound, "Operations listener up (/metrics, /healthz, /readyz).");
     let cql = CqlConfig {
-        contact_points: args.contact.split(',').map(|s| s.trim().to_owned()).collect(),
+        contact_points: args
+            .contact
+            .split(',')
+            .map(|s| s.trim().to_owned())
+            .collect(),
         keyspace: args.keyspace.clone(),
         ..CqlConfig::default()
     };
@@ -127,7 +145,9 @@ pub async fn run(args: Args) -> u8 {
             return EXIT_UNAVAILABLE;
         }
     };
-    health.store_ok.store(true, std::sync::atomic::Ordering::Relaxed);
+    health
+        .store_ok
+        .store(true, std::sync::atomic::Ordering::Relaxed);
     let services = Services {
         catalog,
         settings,
@@ -171,13 +191,14 @@ pub async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = ctrl_c.await;
-                return;
-            }
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
         tokio::select! {
             _ = ctrl_c => {}
             _ = term.recv() => {}

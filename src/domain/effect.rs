@@ -57,6 +57,8 @@ pub struct ParameterBrief {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InterpreterRequest {
     pub message: String,
+    /// The assistant (`agent_id`) whose interpreter profile answers.
+    pub assistant: String,
     pub locale: Locale,
     pub transaction: TransactionSummary,
     pub parameters: Vec<ParameterBrief>,

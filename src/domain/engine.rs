@@ -29,6 +29,9 @@ use crate::domain::transaction::{
 };
 use crate::domain::turn::{ChannelAction, Turn, TurnInput};
 
+/// The reason prefix a tool gateway gives when pre-validation had no usable answer (fail closed).
+pub const PRE_VALIDATION_UNAVAILABLE: &str = "pre_validation_unavailable";
+
 /// Route names of the global session-control nodes (SC-5, SC-6).
 pub const ROUTE_HUMAN_HANDOFF: &str = "human_handoff";
 pub const ROUTE_END_SESSION: &str = "end_session";
@@ -91,7 +94,7 @@ impl<'a> Engine<'a> {
             return Ok(Step::Done(Box::new(TurnOutcome {
                 state: state.clone(),
                 duplicate: true,
-                ..empty_outcome(state)
+                ..empty_outcome()
             })));
         }
         let mut run = Run {
@@ -103,7 +106,7 @@ impl<'a> Engine<'a> {
             cursor: 0,
             opened: 0,
             state: state.clone(),
-            out: empty_outcome(state),
+            out: empty_outcome(),
         };
         match run.run() {
             Ok(()) => Ok(Step::Done(Box::new(run.finish()))),
@@ -113,9 +116,10 @@ impl<'a> Engine<'a> {
     }
 }
 
-fn empty_outcome(state: &AgentState) -> TurnOutcome {
+/// An outcome with nothing in it yet; `finish` moves the final state in.
+fn empty_outcome() -> TurnOutcome {
     TurnOutcome {
-        state: state.clone(),
+        state: AgentState::default(),
         duplicate: false,
         replies: Vec::new(),
         events: Vec::new(),
@@ -441,6 +445,7 @@ impl<'a> Run<'a> {
         self.set_route(&agent, Some(tx.tool.clone()));
         let request = InterpreterRequest {
             message: text.to_owned(),
+            assistant: self.assistant.agent_id.clone(),
             locale: self.turn.locale,
             transaction: self.summary().expect("active"),
             parameters: tool
@@ -732,7 +737,21 @@ impl<'a> Run<'a> {
                         last.reason = Some(format!("{}: {why}", reason::NOT_ELIGIBLE));
                     }
                 }
-                let text = self.render(&self.msgs.not_eligible, &[("reason", &why)]);
+                // A transport failure is not the customer's business: say it plainly.
+                let shown = if why.starts_with(PRE_VALIDATION_UNAVAILABLE) {
+                    match self.turn.locale {
+                        crate::domain::locale::Locale::PtBr => {
+                            "não foi possível verificar agora; tente novamente mais tarde"
+                                .to_owned()
+                        }
+                        crate::domain::locale::Locale::En => {
+                            "we could not check it right now; please try again later".to_owned()
+                        }
+                    }
+                } else {
+                    why.clone()
+                };
+                let text = self.render(&self.msgs.not_eligible, &[("reason", &shown)]);
                 self.reply(text);
                 return Ok(());
             }

@@ -51,6 +51,8 @@ use crate::telemetry::{MODEL_REQUESTS_TOTAL, MODEL_REQUEST_DURATION_SECONDS};
 pub const SKILL_HEADER: &str = "X-Turnstile-Skill";
 /// The turn the call belongs to, for correlating the model's logs with ours.
 pub const TURN_ID_HEADER: &str = "X-Turnstile-Turn-Id";
+/// Marks a router call started speculatively while the classifier runs (`ROUTER_SPECULATIVE`).
+pub const SPECULATIVE_HEADER: &str = "X-Turnstile-Speculative";
 /// Path appended to a profile's base URL.
 pub const CHAT_COMPLETIONS_PATH: &str = "/chat/completions";
 /// Bytes of a response read at most: a runaway endpoint cannot exhaust memory.
@@ -391,7 +393,7 @@ impl OpenAiCompatibleModel {
             endpoint,
             max_tokens,
             messages,
-            ctx.turn_id,
+            ctx,
             parse_classifier,
         )
         .await
@@ -423,7 +425,7 @@ impl OpenAiCompatibleModel {
             endpoint,
             endpoint.profile.max_tokens,
             messages,
-            ctx.turn_id,
+            ctx,
             parse_router,
         )
         .await
@@ -458,21 +460,19 @@ impl OpenAiCompatibleModel {
             endpoint,
             endpoint.profile.max_tokens,
             messages,
-            ctx.turn_id,
+            ctx,
             parse_interpreter,
         )
         .await
     }
 
-    /// The request names no assistant: take the first (in id order) owning the transaction's
-    /// tool under the same agent.
+    /// The request's assistant, when it owns the transaction's tool under the same agent.
     fn interpreter_assistant(&self, request: &InterpreterRequest) -> Option<&Assistant> {
         let tx = &request.transaction;
         self.inner
             .catalog
-            .assistants
-            .values()
-            .find(|a| a.tools.get(&tx.tool).is_some_and(|t| t.agent == tx.agent))
+            .assistant(&request.assistant)
+            .filter(|a| a.tools.get(&tx.tool).is_some_and(|t| t.agent == tx.agent))
     }
 
     async fn call<T>(
@@ -481,14 +481,14 @@ impl OpenAiCompatibleModel {
         endpoint: &Endpoint,
         max_tokens: u32,
         messages: Vec<ChatMessage>,
-        turn_id: &str,
+        ctx: CallContext<'_>,
         parse: fn(&Value) -> ModelAnswer<T>,
     ) -> RawAnswer<T> {
         let started = Instant::now();
         let body = prompt::chat_request(&endpoint.profile, max_tokens, messages);
         let exchanged = match tokio::time::timeout(
             endpoint.timeout,
-            self.exchange(skill, endpoint, turn_id, &body),
+            self.exchange(skill, endpoint, ctx, &body),
         )
         .await
         {
@@ -543,7 +543,7 @@ impl OpenAiCompatibleModel {
         &self,
         skill: Skill,
         endpoint: &Endpoint,
-        turn_id: &str,
+        ctx: CallContext<'_>,
         body: &prompt::ChatRequest,
     ) -> Result<(u16, String), Failed> {
         let url = match &endpoint.target {
@@ -569,8 +569,12 @@ impl OpenAiCompatibleModel {
             .header(ACCEPT, "application/json")
             .header(SKILL_HEADER, skill.as_str());
         // A turn id that cannot be a header value only loses the correlation header.
-        if let Ok(v) = HeaderValue::from_str(turn_id) {
+        if let Ok(v) = HeaderValue::from_str(ctx.turn_id) {
             request = request.header(TURN_ID_HEADER, v);
+        }
+        if ctx.speculative {
+            // A gateway can tell a call whose answer may be discarded from a needed one.
+            request = request.header(SPECULATIVE_HEADER, "true");
         }
         if let Some(auth) = &endpoint.auth {
             request = request.header(AUTHORIZATION, auth.clone());

@@ -53,7 +53,10 @@ pub async fn create_topics(brokers: &str, topics: &Topics, partitions: i32) -> R
         NewTopic::new(&topics.dead_letters, 1, TopicReplication::Fixed(1)),
     ];
     let results = admin
-        .create_topics(&specs, &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))))
+        .create_topics(
+            &specs,
+            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
+        )
         .await
         .map_err(|e| {
             format!("cannot reach Kafka at {brokers}: {e} (run `bash scripts/services.sh up`)")
@@ -179,33 +182,30 @@ impl OutputReader {
         let until = Instant::now() + budget;
         let before = self.seen.len();
         while Instant::now() < until {
-            match self.consumer.poll(Duration::from_millis(50)) {
-                Some(Ok(m)) => {
-                    let header = |name: &str| {
-                        m.headers().and_then(|h| {
-                            h.iter()
-                                .find(|x| x.key == name)
-                                .and_then(|x| x.value)
-                                .map(|v| String::from_utf8_lossy(v).into_owned())
-                        })
-                    };
-                    self.seen.push(ReadMessage {
-                        topic: m.topic().to_owned(),
-                        partition: m.partition(),
-                        offset: m.offset(),
-                        key: m
-                            .key()
-                            .map(|k| String::from_utf8_lossy(k).into_owned())
-                            .unwrap_or_default(),
-                        payload: m
-                            .payload()
-                            .and_then(|p| serde_json::from_slice(p).ok())
-                            .unwrap_or(Value::Null),
-                        output_id: header(crate::message::HEADER_OUTPUT_ID),
-                        turn_id: header(crate::message::HEADER_TURN_ID),
-                    });
-                }
-                Some(Err(_)) | None => {}
+            if let Some(Ok(m)) = self.consumer.poll(Duration::from_millis(50)) {
+                let header = |name: &str| {
+                    m.headers().and_then(|h| {
+                        h.iter()
+                            .find(|x| x.key == name)
+                            .and_then(|x| x.value)
+                            .map(|v| String::from_utf8_lossy(v).into_owned())
+                    })
+                };
+                self.seen.push(ReadMessage {
+                    topic: m.topic().to_owned(),
+                    partition: m.partition(),
+                    offset: m.offset(),
+                    key: m
+                        .key()
+                        .map(|k| String::from_utf8_lossy(k).into_owned())
+                        .unwrap_or_default(),
+                    payload: m
+                        .payload()
+                        .and_then(|p| serde_json::from_slice(p).ok())
+                        .unwrap_or(Value::Null),
+                    output_id: header(crate::message::HEADER_OUTPUT_ID),
+                    turn_id: header(crate::message::HEADER_TURN_ID),
+                });
             }
         }
         self.seen.len() - before

@@ -38,7 +38,7 @@ pub const DEFAULT_TOOLS_BASE_URL: &str = "http://127.0.0.1:8081";
 pub const IDEMPOTENCY_KEY_HEADER: &str = "Idempotency-Key";
 pub const TURN_ID_HEADER: &str = "X-Turnstile-Turn-Id";
 /// The reason prefix of a pre-validation that got no usable answer (fail closed, EV-2).
-pub const PRE_VALIDATION_UNAVAILABLE: &str = "pre_validation_unavailable";
+pub use crate::domain::engine::PRE_VALIDATION_UNAVAILABLE;
 /// Bytes of a response body read at most: a runaway endpoint cannot exhaust memory, and the body
 /// ends up in the in-flight checkpoint record.
 pub const MAX_RESPONSE_BYTES: usize = 256 * 1024;

@@ -284,9 +284,10 @@ impl Committer {
                 key: HEADER_TURN_ID,
                 value: Some(turn_id.as_bytes()),
             })
+            // Events are CloudEvents JSON, the rest plain JSON (docs/messages.md, "Topics").
             .insert(Header {
                 key: HEADER_CONTENT_TYPE,
-                value: Some("application/json".as_bytes()),
+                value: Some(out.content_type().as_bytes()),
             });
         let mut record = BaseRecord::to(topic)
             .key(out.key.as_bytes())

@@ -625,10 +625,7 @@ where
     fn dispatch(&mut self, done_tx: &mpsc::UnboundedSender<Finished>) {
         let partitions: Vec<i32> = self.partitions.keys().copied().collect();
         for p in partitions {
-            loop {
-                let Some(st) = self.partitions.get_mut(&p) else {
-                    break;
-                };
+            while let Some(st) = self.partitions.get_mut(&p) {
                 if st.revoking {
                     break;
                 }
@@ -744,7 +741,6 @@ where
     finished.turn_id = turn.turn_id.clone();
     let engine = Engine::new(&services.catalog, &services.settings);
     loop {
-        let load_started = Instant::now();
         let row = match with_store_retry("load", || services.store.load_row(&turn.identity)).await {
             Ok(r) => r,
             Err(e) => {
@@ -758,8 +754,6 @@ where
                 return finished;
             }
         };
-        histogram!(telemetry::CHECKPOINT_LOAD_DURATION_SECONDS)
-            .record(load_started.elapsed().as_secs_f64());
         if row.as_ref().is_some_and(|r| r.epoch > epoch) {
             // A newer owner wrote this conversation: this worker lost the partition (IO-4).
             tracing::warn!(epoch, "Fenced: a newer owner holds this conversation.");
@@ -874,7 +868,6 @@ where
                 return finished;
             }
         };
-        let save_started = Instant::now();
         if let Err(e) = with_store_retry("save", || {
             services.store.save_row(&turn.identity, &stored, ts)
         })
@@ -889,11 +882,11 @@ where
             );
             return finished;
         }
-        histogram!(telemetry::CHECKPOINT_SAVE_DURATION_SECONDS)
-            .record(save_started.elapsed().as_secs_f64());
         if let Some(n) = shared.fault_abort_after_saves {
             if shared.saves.fetch_add(1, Ordering::SeqCst) + 1 >= n {
-                tracing::error!("Fault injection: aborting after a checkpoint save, before its commit.");
+                tracing::error!(
+                    "Fault injection: aborting after a checkpoint save, before its commit."
+                );
                 std::process::abort();
             }
         }
