@@ -45,30 +45,118 @@ pub const STORE_BUCKETS_SECONDS: &[f64] = &[
 
 /// Registers help texts and units with the installed recorder.
 pub fn describe() {
-    describe_counter!(MODEL_REQUESTS_TOTAL, Unit::Count, "Model calls by skill, profile and outcome.");
-    describe_histogram!(MODEL_REQUEST_DURATION_SECONDS, Unit::Seconds, "Model call latency by skill and profile.");
-    describe_counter!(MODEL_FALLBACKS_TOTAL, Unit::Count, "Model decisions that did not count, by skill and reason (SC-2).");
-    describe_counter!(MODEL_SPECULATIVE_DISCARDED_TOTAL, Unit::Count, "Speculative router calls whose answer was discarded.");
-    describe_counter!(TOOL_CALLS_TOTAL, Unit::Count, "Tool webhook calls by tool, kind and outcome.");
-    describe_histogram!(TOOL_CALL_DURATION_SECONDS, Unit::Seconds, "Tool webhook latency per attempt by tool and kind.");
-    describe_counter!(TOOL_RETRIES_TOTAL, Unit::Count, "Tool webhook retries by tool and kind.");
-    describe_counter!(TRANSACTION_TRANSITIONS_TOTAL, Unit::Count, "Transaction status changes by from and to status.");
-    describe_counter!(EVENTS_TOTAL, Unit::Count, "Events emitted by CloudEvents type.");
-    describe_counter!(INCONSISTENT_STATES_TOTAL, Unit::Count, "Inconsistent checkpoints diagnosed, by reason (ST-5).");
-    describe_counter!(TURNS_SETTLED_WITHOUT_MODEL_TOTAL, Unit::Count, "Turns a typed parser, the recogniser or a channel action settled with no model call.");
+    describe_counter!(
+        MODEL_REQUESTS_TOTAL,
+        Unit::Count,
+        "Model calls by skill, profile and outcome."
+    );
+    describe_histogram!(
+        MODEL_REQUEST_DURATION_SECONDS,
+        Unit::Seconds,
+        "Model call latency by skill and profile."
+    );
+    describe_counter!(
+        MODEL_FALLBACKS_TOTAL,
+        Unit::Count,
+        "Model decisions that did not count, by skill and reason (SC-2)."
+    );
+    describe_counter!(
+        MODEL_SPECULATIVE_DISCARDED_TOTAL,
+        Unit::Count,
+        "Speculative router calls whose answer was discarded."
+    );
+    describe_counter!(
+        TOOL_CALLS_TOTAL,
+        Unit::Count,
+        "Tool webhook calls by tool, kind and outcome."
+    );
+    describe_histogram!(
+        TOOL_CALL_DURATION_SECONDS,
+        Unit::Seconds,
+        "Tool webhook latency per attempt by tool and kind."
+    );
+    describe_counter!(
+        TOOL_RETRIES_TOTAL,
+        Unit::Count,
+        "Tool webhook retries by tool and kind."
+    );
+    describe_counter!(
+        TRANSACTION_TRANSITIONS_TOTAL,
+        Unit::Count,
+        "Transaction status changes by from and to status."
+    );
+    describe_counter!(
+        EVENTS_TOTAL,
+        Unit::Count,
+        "Events emitted by CloudEvents type."
+    );
+    describe_counter!(
+        INCONSISTENT_STATES_TOTAL,
+        Unit::Count,
+        "Inconsistent checkpoints diagnosed, by reason (ST-5)."
+    );
+    describe_counter!(
+        TURNS_SETTLED_WITHOUT_MODEL_TOTAL,
+        Unit::Count,
+        "Turns a typed parser, the recogniser or a channel action settled with no model call."
+    );
     describe_counter!(TURNS_TOTAL, Unit::Count, "Inbound turns by outcome.");
-    describe_histogram!(TURN_DURATION_SECONDS, Unit::Seconds, "Turn latency from dequeue to published outputs.");
+    describe_histogram!(
+        TURN_DURATION_SECONDS,
+        Unit::Seconds,
+        "Turn latency from dequeue to published outputs."
+    );
     describe_gauge!(TURNS_IN_FLIGHT, Unit::Count, "Turns being processed now.");
-    describe_gauge!(PARTITION_LAG, Unit::Count, "Records between the committed offset and the high watermark, by partition.");
-    describe_histogram!(COMMIT_DURATION_SECONDS, Unit::Seconds, "Kafka transaction commit latency.");
-    describe_counter!(COMMIT_FAILURES_TOTAL, Unit::Count, "Kafka transaction commits that failed.");
-    describe_histogram!(CHECKPOINT_LOAD_DURATION_SECONDS, Unit::Seconds, "Checkpoint read latency.");
-    describe_histogram!(CHECKPOINT_SAVE_DURATION_SECONDS, Unit::Seconds, "Checkpoint write latency.");
-    describe_counter!(CHECKPOINT_ERRORS_TOTAL, Unit::Count, "Checkpoint store errors by operation.");
-    describe_counter!(CHECKPOINT_DECODE_FAILURES_TOTAL, Unit::Count, "Stored checkpoints that could not be decoded, by reason (ST-4).");
-    describe_counter!(FENCED_WRITES_TOTAL, Unit::Count, "Checkpoint writes refused because a newer owner holds the partition (IO-4).");
-    describe_counter!(DEAD_LETTERS_TOTAL, Unit::Count, "Inbound messages sent to the dead-letter topic, by reason (IO-3).");
-    describe_gauge!(PARTITIONS_ASSIGNED, Unit::Count, "Inbound partitions assigned to this worker.");
+    describe_gauge!(
+        PARTITION_LAG,
+        Unit::Count,
+        "Records between the committed offset and the high watermark, by partition."
+    );
+    describe_histogram!(
+        COMMIT_DURATION_SECONDS,
+        Unit::Seconds,
+        "Kafka transaction commit latency."
+    );
+    describe_counter!(
+        COMMIT_FAILURES_TOTAL,
+        Unit::Count,
+        "Kafka transaction commits that failed."
+    );
+    describe_histogram!(
+        CHECKPOINT_LOAD_DURATION_SECONDS,
+        Unit::Seconds,
+        "Checkpoint read latency."
+    );
+    describe_histogram!(
+        CHECKPOINT_SAVE_DURATION_SECONDS,
+        Unit::Seconds,
+        "Checkpoint write latency."
+    );
+    describe_counter!(
+        CHECKPOINT_ERRORS_TOTAL,
+        Unit::Count,
+        "Checkpoint store errors by operation."
+    );
+    describe_counter!(
+        CHECKPOINT_DECODE_FAILURES_TOTAL,
+        Unit::Count,
+        "Stored checkpoints that could not be decoded, by reason (ST-4)."
+    );
+    describe_counter!(
+        FENCED_WRITES_TOTAL,
+        Unit::Count,
+        "Checkpoint writes refused because a newer owner holds the partition (IO-4)."
+    );
+    describe_counter!(
+        DEAD_LETTERS_TOTAL,
+        Unit::Count,
+        "Inbound messages sent to the dead-letter topic, by reason (IO-3)."
+    );
+    describe_gauge!(
+        PARTITIONS_ASSIGNED,
+        Unit::Count,
+        "Inbound partitions assigned to this worker."
+    );
 }
 
 /// Records what the engine decided in one turn: transitions, events, fallbacks, diagnoses.
