@@ -35,6 +35,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod chaos;
 pub mod cli;
 pub mod config;
 pub mod domain;

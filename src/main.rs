@@ -46,6 +46,10 @@ enum Command {
     /// Ask the session-control classifier about one message over HTTP (exit 0 accepted,
     /// 3 fallback, 64 configuration error).
     Classify(turnstile::cli::classify::Args),
+    /// Fault harness: break real workers on purpose (SIGKILL, rebalances, broker and store
+    /// restarts, model and tool faults, hostile input), then prove no turn was lost or duplicated
+    /// (exit 0 pass, 1 a check failed or the run did no real work, 64 setup failed).
+    Chaos(turnstile::cli::chaos::Args),
 }
 
 fn main() -> ExitCode {
@@ -89,6 +93,7 @@ fn main() -> ExitCode {
         Command::Migrate(args) => block_on_exit(turnstile::cli::migrate::run(args)),
         Command::Inspect(args) => block_on_exit(turnstile::cli::inspect::run(args)),
         Command::Classify(args) => block_on_exit(turnstile::cli::classify::run(args)),
+        Command::Chaos(args) => ExitCode::from(turnstile::cli::chaos::run(args)),
     }
 }
 

@@ -1,0 +1,495 @@
+//! The independent checker: from the inbound topic, the output topics read with
+//! `read_committed`, the tool server's execution log and the CQL store, it proves that a run kept
+//! every turn exactly once, and fails loudly when the run did no real work.
+//!
+//! What it proves (each a list of findings that must stay empty):
+//! - every valid inbound turn has exactly one committed reply set (`lost` otherwise);
+//! - no reply, event or dead letter is committed twice (by `output_id`), and no tool is executed
+//!   twice for one turn or under an idempotency key the serial replay does not produce
+//!   (`duplicates`);
+//! - no output and no tool execution exists without its inbound turn (`orphans`);
+//! - every record the worker must refuse is dead-lettered once, with a reason (`not_dead_lettered`);
+//! - the final state of every conversation equals the state obtained by replaying its turns
+//!   serially through the pure engine ([`process_turn`] with an in-memory store) with the same
+//!   recorded decisions: the model scripts the model server served for each turn and the tool
+//!   results it recorded (`state_mismatches`, `tool_mismatches`).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde_json::Value;
+
+use crate::domain::catalog::{Catalog, Settings};
+use crate::domain::decision::{PreValidationResult, ToolResult};
+use crate::domain::effect::ToolRequest;
+use crate::domain::engine::Engine;
+use crate::domain::state::AgentState;
+use crate::domain::turn::Turn;
+use crate::message::{decode_turn, DecodeLimits, InboundRecord};
+use crate::model::scripted::{ModelScript, ScriptedModel};
+use crate::pipeline::process_turn;
+use crate::ports::{CallContext, ToolGateway};
+use crate::store::memory::InMemoryCheckpointStore;
+use crate::testkit::bus::ReadMessage;
+use crate::testkit::tool_server::Execution;
+use crate::tool::scripted::ScriptedTools;
+
+/// One record of the inbound topic, as produced.
+#[derive(Debug, Clone)]
+pub struct InboundCopy {
+    pub partition: i32,
+    pub offset: i64,
+    pub key: Option<Vec<u8>>,
+    pub payload: Option<Vec<u8>>,
+    pub timestamp_ms: Option<i64>,
+}
+
+/// Everything the checker reads; gathered by the harness after the workers stopped.
+pub struct Evidence<'a> {
+    pub inbound_topic: &'a str,
+    pub replies_topic: &'a str,
+    pub events_topic: &'a str,
+    pub dead_letters_topic: &'a str,
+    pub inbound: &'a [InboundCopy],
+    /// Every message of the reply, event and dead-letter topics (`read_committed`).
+    pub outputs: &'a [ReadMessage],
+    /// The tool server's log: one entry per decided idempotency key.
+    pub executions: &'a [Execution],
+    /// The stored state of each conversation (by identity key), `None` when no row exists.
+    pub states: &'a HashMap<String, Option<AgentState>>,
+    /// The recorded model decisions, per turn id (absent: every model call failed).
+    pub model_scripts: &'a HashMap<String, ModelScript>,
+    pub limits: DecodeLimits,
+    pub catalog: &'a Catalog,
+    pub settings: &'a Settings,
+}
+
+/// The checker's verdict. Every `Vec` is a list of findings, each one line for people.
+#[derive(Debug, Default, Clone)]
+pub struct CheckReport {
+    pub inbound_records: usize,
+    pub valid_turns: usize,
+    pub refused_records: usize,
+    pub conversations: usize,
+    pub replies: usize,
+    pub events: usize,
+    pub dead_letters: usize,
+    pub tool_executions: usize,
+    pub lost: Vec<String>,
+    pub duplicates: Vec<String>,
+    pub orphans: Vec<String>,
+    pub not_dead_lettered: Vec<String>,
+    pub state_mismatches: Vec<String>,
+    pub tool_mismatches: Vec<String>,
+    /// Valid turns the worker dead-lettered (e.g. the store refused a write for too long).
+    pub valid_dead_lettered: Vec<String>,
+}
+
+impl CheckReport {
+    /// Every finding list, with its name.
+    pub fn findings(&self) -> Vec<(&'static str, &Vec<String>)> {
+        vec![
+            ("lost turns", &self.lost),
+            ("duplicates", &self.duplicates),
+            ("outputs without their turn", &self.orphans),
+            ("hostile records not dead-lettered", &self.not_dead_lettered),
+            ("state mismatches", &self.state_mismatches),
+            ("tool execution mismatches", &self.tool_mismatches),
+            ("valid turns dead-lettered", &self.valid_dead_lettered),
+        ]
+    }
+
+    /// No finding, and the run did real work: at least `min_replies` replies and, when
+    /// `min_executions` > 0, at least that many tool executions.
+    pub fn passed(&self, min_replies: usize, min_executions: usize) -> bool {
+        self.findings().iter().all(|(_, f)| f.is_empty())
+            && self.real_work(min_replies, min_executions).is_none()
+    }
+
+    /// Why the run did no real work, if it did not.
+    pub fn real_work(&self, min_replies: usize, min_executions: usize) -> Option<String> {
+        if self.valid_turns == 0 {
+            return Some("no valid inbound turn was produced".into());
+        }
+        if self.replies < min_replies {
+            return Some(format!(
+                "only {} replies committed, fewer than the {min_replies} a working run produces",
+                self.replies
+            ));
+        }
+        if self.tool_executions < min_executions {
+            return Some(format!(
+                "only {} tool executions, fewer than the {min_executions} a working run produces",
+                self.tool_executions
+            ));
+        }
+        None
+    }
+
+    /// The findings, at most `limit` lines of each.
+    pub fn render_findings(&self, limit: usize) -> String {
+        let mut out = String::new();
+        for (name, list) in self.findings() {
+            if list.is_empty() {
+                continue;
+            }
+            out.push_str(&format!("  {name}: {}\n", list.len()));
+            for line in list.iter().take(limit) {
+                out.push_str(&format!("    - {line}\n"));
+            }
+        }
+        out
+    }
+}
+
+/// A `ToolGateway` answering like [`ScriptedTools`] and recording every execution's key.
+struct RecordingTools {
+    inner: ScriptedTools,
+    executed: std::sync::Mutex<Vec<(String, String)>>,
+}
+
+impl ToolGateway for RecordingTools {
+    async fn pre_validate(
+        &self,
+        request: &ToolRequest,
+        ctx: CallContext<'_>,
+    ) -> PreValidationResult {
+        self.inner.pre_validate(request, ctx).await
+    }
+
+    async fn execute(&self, request: &ToolRequest, ctx: CallContext<'_>) -> ToolResult {
+        if let Ok(mut e) = self.executed.lock() {
+            e.push((request.tool.clone(), request.idempotency_key.clone()));
+        }
+        self.inner.execute(request, ctx).await
+    }
+}
+
+/// Runs every check. Never panics on hostile evidence.
+pub async fn check(ev: &Evidence<'_>) -> CheckReport {
+    let mut r = CheckReport {
+        inbound_records: ev.inbound.len(),
+        ..CheckReport::default()
+    };
+    // 1. Decode the inbound topic exactly as the worker does.
+    let mut turns: Vec<(i32, i64, Turn)> = Vec::new();
+    let mut refused: BTreeSet<(i32, i64)> = BTreeSet::new();
+    for rec in ev.inbound {
+        let inbound = InboundRecord {
+            topic: ev.inbound_topic,
+            partition: rec.partition,
+            offset: rec.offset,
+            key: rec.key.as_deref(),
+            payload: rec.payload.as_deref(),
+            timestamp_ms: rec.timestamp_ms,
+        };
+        match decode_turn(&inbound, &ev.limits, ev.catalog) {
+            Ok(t) => turns.push((rec.partition, rec.offset, t)),
+            Err(_) => {
+                refused.insert((rec.partition, rec.offset));
+            }
+        }
+    }
+    r.valid_turns = turns.len();
+    r.refused_records = refused.len();
+    let turn_ids: BTreeSet<&str> = turns.iter().map(|(_, _, t)| t.turn_id.as_str()).collect();
+
+    // 2. Outputs: duplicates by output id, orphans, reply sets per turn.
+    let mut by_output_id: HashMap<&str, usize> = HashMap::new();
+    let mut replies_of: HashMap<&str, usize> = HashMap::new();
+    let mut dead_letters_at: HashMap<(i32, i64), usize> = HashMap::new();
+    for m in ev.outputs {
+        match &m.output_id {
+            Some(id) => *by_output_id.entry(id.as_str()).or_default() += 1,
+            None => r.orphans.push(format!(
+                "{} {}@{} has no output_id header",
+                m.topic, m.partition, m.offset
+            )),
+        }
+        if m.topic == ev.dead_letters_topic {
+            r.dead_letters += 1;
+            let original = m.payload.get("original");
+            let field = |k: &str| original.and_then(|o| o.get(k)).and_then(Value::as_i64);
+            let reason = m
+                .payload
+                .get("reason")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            match (field("partition"), field("offset")) {
+                (Some(p), Some(o)) if !reason.is_empty() => {
+                    let p = i32::try_from(p).unwrap_or(-1);
+                    *dead_letters_at.entry((p, o)).or_default() += 1;
+                }
+                _ => r.orphans.push(format!(
+                    "dead letter {}@{} names no original record or no reason",
+                    m.partition, m.offset
+                )),
+            }
+            continue;
+        }
+        let turn_id = m
+            .turn_id
+            .as_deref()
+            .or_else(|| m.payload.get("turn_id").and_then(Value::as_str))
+            .or_else(|| m.payload.get("turnid").and_then(Value::as_str));
+        match turn_id {
+            Some(t) if turn_ids.contains(t) => {
+                if m.topic == ev.replies_topic {
+                    r.replies += 1;
+                    *replies_of.entry(t).or_default() += 1;
+                } else {
+                    r.events += 1;
+                }
+            }
+            Some(t) => r.orphans.push(format!(
+                "{} {}@{}: turn {t} is not a valid inbound turn",
+                m.topic, m.partition, m.offset
+            )),
+            None => r.orphans.push(format!(
+                "{} {}@{} names no turn",
+                m.topic, m.partition, m.offset
+            )),
+        }
+    }
+    for (id, n) in &by_output_id {
+        if *n > 1 {
+            r.duplicates
+                .push(format!("output_id {id} committed {n} times"));
+        }
+    }
+    // Each turn's replies must come from one reply set: distinct output ids, so a second set of
+    // the same turn would show up as repeated output ids (checked above). A turn with none is lost.
+    let mut dead_lettered_valid: BTreeSet<(i32, i64)> = BTreeSet::new();
+    for (p, o, t) in &turns {
+        if dead_letters_at.contains_key(&(*p, *o)) {
+            dead_lettered_valid.insert((*p, *o));
+            r.valid_dead_lettered
+                .push(format!("turn {} ({p}@{o}) was dead-lettered", t.turn_id));
+        } else if !replies_of.contains_key(t.turn_id.as_str()) {
+            r.lost.push(format!(
+                "turn {} ({p}@{o}) has no committed reply",
+                t.turn_id
+            ));
+        }
+    }
+    for at in &refused {
+        match dead_letters_at.get(at) {
+            None => r.not_dead_lettered.push(format!(
+                "refused record {}@{} has no dead letter",
+                at.0, at.1
+            )),
+            Some(n) if *n > 1 => r
+                .duplicates
+                .push(format!("record {}@{} dead-lettered {n} times", at.0, at.1)),
+            Some(_) => {}
+        }
+    }
+    for (at, _) in dead_letters_at.iter() {
+        if !refused.contains(at) && !dead_lettered_valid.contains(at) {
+            r.orphans.push(format!(
+                "dead letter of {}@{}, which is no inbound record",
+                at.0, at.1
+            ));
+        }
+    }
+
+    // 3. Tool executions: none without its turn, at most one per turn (the traffic executes at
+    // most one tool per turn).
+    let mut executions_of: HashMap<&str, Vec<&Execution>> = HashMap::new();
+    let actual_keys: BTreeSet<&str> = ev
+        .executions
+        .iter()
+        .filter(|e| (200..300).contains(&e.status))
+        .map(|e| e.idempotency_key.as_str())
+        .collect();
+    for e in ev.executions {
+        if (200..300).contains(&e.status) {
+            r.tool_executions += 1;
+        }
+        match e.turn_id.as_deref() {
+            Some(t) if turn_ids.contains(t) => executions_of.entry(t).or_default().push(e),
+            other => r.orphans.push(format!(
+                "tool execution {} ({}) of turn {:?}, which is no valid inbound turn",
+                e.idempotency_key, e.tool, other
+            )),
+        }
+    }
+    for (t, list) in &executions_of {
+        if list.len() > 1 {
+            let keys: Vec<&str> = list.iter().map(|e| e.idempotency_key.as_str()).collect();
+            r.duplicates.push(format!(
+                "turn {t} executed tools {} times (keys {keys:?})",
+                list.len()
+            ));
+        }
+    }
+
+    // 4. Serial replay per conversation, in inbound order (one key = one partition = offsets).
+    let mut conversations: BTreeMap<String, Vec<&Turn>> = BTreeMap::new();
+    let mut ordered: Vec<&(i32, i64, Turn)> = turns.iter().collect();
+    ordered.sort_by_key(|(p, o, _)| (*p, *o));
+    for (_, _, t) in ordered {
+        conversations.entry(t.identity.key()).or_default().push(t);
+    }
+    r.conversations = conversations.len();
+    let engine = Engine::new(ev.catalog, ev.settings);
+    let mut replay_keys: BTreeSet<String> = BTreeSet::new();
+    for (key, list) in &conversations {
+        let store = InMemoryCheckpointStore::new();
+        let mut failed = None;
+        for turn in list {
+            // The tool results the tool server recorded for this turn (its default otherwise).
+            let tools = RecordingTools {
+                inner: ScriptedTools::default(),
+                executed: std::sync::Mutex::new(Vec::new()),
+            };
+            let model = ScriptedModel::new(
+                ev.model_scripts
+                    .get(&turn.turn_id)
+                    .cloned()
+                    .unwrap_or_default(),
+            );
+            if let Err(e) = process_turn(&engine, &store, &model, &tools, turn).await {
+                failed = Some(format!("replay of turn {} failed: {e}", turn.turn_id));
+                break;
+            }
+            let executed = tools.executed.into_inner().unwrap_or_default();
+            replay_keys.extend(executed.into_iter().map(|(_, k)| k));
+        }
+        if let Some(f) = failed {
+            r.state_mismatches.push(format!("{key}: {f}"));
+            continue;
+        }
+        let Some(first) = list.first() else { continue };
+        let expected = crate::pipeline::load_state(&store, first)
+            .await
+            .map(|(s, _)| s)
+            .unwrap_or_default();
+        match ev.states.get(key) {
+            None | Some(None) => r.state_mismatches.push(format!(
+                "{key}: no stored state, {} turns replayed",
+                list.len()
+            )),
+            Some(Some(actual)) => {
+                let (a, b) = (comparable(actual), comparable(&expected));
+                if a != b {
+                    r.state_mismatches
+                        .push(format!("{key}: {}", first_difference(&a, &b, "")));
+                }
+            }
+        }
+    }
+    for k in actual_keys.iter().filter(|k| !replay_keys.contains(**k)) {
+        r.tool_mismatches.push(format!(
+            "key {k} executed, but the serial replay never executes it"
+        ));
+    }
+    for k in replay_keys
+        .iter()
+        .filter(|k| !actual_keys.contains(k.as_str()))
+    {
+        r.tool_mismatches.push(format!(
+            "key {k} executed by the serial replay, but never by the run"
+        ));
+    }
+    r
+}
+
+/// The transaction-relevant projection of a state: everything but evidence records and their
+/// timings (wall-clock facts of one attempt, not decisions).
+pub fn comparable(state: &AgentState) -> Value {
+    let mut v = serde_json::to_value(state).unwrap_or(Value::Null);
+    strip(&mut v);
+    v
+}
+
+fn strip(v: &mut Value) {
+    strip_in(v, false);
+}
+
+/// Drops evidence and attempt timings; inside pre-validation records also their wall-clock
+/// `at_ms` (when the call happened, not what it decided).
+fn strip_in(v: &mut Value, in_record: bool) {
+    match v {
+        Value::Object(map) => {
+            map.retain(|k, _| {
+                !(k.contains("evidence")
+                    || k.ends_with("duration_ms")
+                    || k.ends_with("latency_ms")
+                    || k == "attempts"
+                    || (in_record && k == "at_ms"))
+            });
+            for (k, x) in map.iter_mut() {
+                strip_in(x, in_record || k.contains("pre_validation"));
+            }
+        }
+        Value::Array(list) => list.iter_mut().for_each(|x| strip_in(x, in_record)),
+        _ => {}
+    }
+}
+
+/// The path and both values of the first difference, for a one-line finding.
+fn first_difference(actual: &Value, expected: &Value, path: &str) -> String {
+    match (actual, expected) {
+        (Value::Object(a), Value::Object(b)) => {
+            let keys: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+            for k in keys {
+                let (x, y) = (
+                    a.get(k).unwrap_or(&Value::Null),
+                    b.get(k).unwrap_or(&Value::Null),
+                );
+                if x != y {
+                    return first_difference(x, y, &format!("{path}.{k}"));
+                }
+            }
+        }
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                if x != y {
+                    return first_difference(x, y, &format!("{path}[{i}]"));
+                }
+            }
+        }
+        _ => {}
+    }
+    let clip = |v: &Value| {
+        let s = v.to_string();
+        if s.chars().count() > 300 {
+            format!("{}…", s.chars().take(300).collect::<String>())
+        } else {
+            s
+        }
+    };
+    format!(
+        "{} stored {} but the serial replay gives {}",
+        if path.is_empty() { "state" } else { path },
+        clip(actual),
+        clip(expected)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn first_difference_names_the_path() {
+        let a = json!({"x": {"y": [1, 2]}});
+        let b = json!({"x": {"y": [1, 3]}});
+        assert!(first_difference(&a, &b, "").starts_with(".x.y[1] stored 2"));
+    }
+
+    #[test]
+    fn a_run_without_work_fails() {
+        let r = CheckReport::default();
+        assert!(!r.passed(1, 0));
+        let r = CheckReport {
+            valid_turns: 10,
+            replies: 10,
+            tool_executions: 0,
+            ..CheckReport::default()
+        };
+        assert!(r.passed(10, 0));
+        assert!(!r.passed(10, 1));
+    }
+}

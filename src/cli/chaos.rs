@@ -1,0 +1,132 @@
+//! `turnstile chaos`: the fault harness. Runs each fault scenario against real workers (child
+//! processes of this binary), then the independent checker; exit 0 only when every scenario's
+//! checker passed and the run did real work, 1 when one failed, 64 when the services or the
+//! setup are unavailable.
+
+use std::time::Instant;
+
+use crate::chaos::faults::{render_table, run_fault, Fault, Plan};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FaultArg {
+    Sigkill,
+    Rebalance,
+    KafkaRestart,
+    CassandraRestart,
+    ModelFaults,
+    Tool503,
+    Hostile,
+    All,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Which fault to inject (`all`: every one, the broker and store restarts last).
+    #[arg(long, value_enum, default_value = "sigkill")]
+    pub fault: FaultArg,
+    /// The CI form: tens of conversations, hundreds of turns, a few kills (minutes).
+    #[arg(long, conflicts_with = "long")]
+    pub short: bool,
+    /// The long form: hundreds of conversations, thousands of turns, 50 kills.
+    #[arg(long)]
+    pub long: bool,
+    /// Conversations (sessions) in the workload.
+    #[arg(long)]
+    pub conversations: Option<usize>,
+    /// Valid turns in total.
+    #[arg(long)]
+    pub turns: Option<usize>,
+    /// Kill cycles of the sigkill fault.
+    #[arg(long)]
+    pub cycles: Option<usize>,
+    /// Hostile records of the hostile fault.
+    #[arg(long)]
+    pub hostile: Option<usize>,
+    /// Workers at the peak of the rebalance fault (1 → peak → 1).
+    #[arg(long)]
+    pub peak_workers: Option<usize>,
+    /// Seed of the workload and the fault schedule.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+pub fn run(args: Args) -> u8 {
+    let mut plan = if args.long {
+        Plan {
+            conversations: 300,
+            turns: 6_000,
+            cycles: 50,
+            hostile: 10_000,
+            peak_workers: 3,
+            seed: args.seed,
+        }
+    } else if args.short {
+        Plan {
+            conversations: 40,
+            turns: 400,
+            cycles: 5,
+            hostile: 500,
+            peak_workers: 2,
+            seed: args.seed,
+        }
+    } else {
+        Plan {
+            conversations: 100,
+            turns: 2_000,
+            cycles: 10,
+            hostile: 2_000,
+            peak_workers: 3,
+            seed: args.seed,
+        }
+    };
+    plan.conversations = args.conversations.unwrap_or(plan.conversations).max(1);
+    plan.turns = args.turns.unwrap_or(plan.turns).max(1);
+    plan.cycles = args.cycles.unwrap_or(plan.cycles);
+    plan.hostile = args.hostile.unwrap_or(plan.hostile);
+    plan.peak_workers = args.peak_workers.unwrap_or(plan.peak_workers).max(2);
+    let faults: Vec<Fault> = match args.fault {
+        FaultArg::All => Fault::ALL.to_vec(),
+        FaultArg::Sigkill => vec![Fault::Sigkill],
+        FaultArg::Rebalance => vec![Fault::Rebalance],
+        FaultArg::KafkaRestart => vec![Fault::KafkaRestart],
+        FaultArg::CassandraRestart => vec![Fault::CassandraRestart],
+        FaultArg::ModelFaults => vec![Fault::ModelFaults],
+        FaultArg::Tool503 => vec![Fault::Tool503],
+        FaultArg::Hostile => vec![Fault::Hostile],
+    };
+    let started = Instant::now();
+    let mut reports = Vec::new();
+    for fault in faults {
+        match run_fault(fault, &plan) {
+            Ok(report) => {
+                if !report.passed() {
+                    eprintln!(
+                        "turnstile chaos: {} FAILED (logs in {}):\n{}",
+                        fault.name(),
+                        report.log_dir.display(),
+                        report.check.render_findings(10)
+                    );
+                }
+                reports.push(report);
+            }
+            Err(e) => {
+                eprintln!("turnstile chaos: {}: setup failed: {e}", fault.name());
+                print!("{}", render_table(&reports));
+                return 64;
+            }
+        }
+    }
+    print!("{}", render_table(&reports));
+    println!(
+        "seed {}, {} conversations, {} turns; total wall {:.0} s",
+        plan.seed,
+        plan.conversations,
+        plan.turns,
+        started.elapsed().as_secs_f64()
+    );
+    if reports.iter().all(|r| r.passed()) {
+        0
+    } else {
+        1
+    }
+}
