@@ -275,20 +275,22 @@ impl Committer {
             OutputTopic::Events => &self.topics.events,
             OutputTopic::DeadLetters => &self.topics.dead_letters,
         };
-        let headers = OwnedHeaders::new()
-            .insert(Header {
-                key: HEADER_OUTPUT_ID,
-                value: Some(out.output_id.as_bytes()),
-            })
-            .insert(Header {
+        let mut headers = OwnedHeaders::new().insert(Header {
+            key: HEADER_OUTPUT_ID,
+            value: Some(out.output_id.as_bytes()),
+        });
+        // A dead letter of an undecodable record has no turn id: no empty header then.
+        if !turn_id.is_empty() {
+            headers = headers.insert(Header {
                 key: HEADER_TURN_ID,
                 value: Some(turn_id.as_bytes()),
-            })
-            // Events are CloudEvents JSON, the rest plain JSON (docs/messages.md, "Topics").
-            .insert(Header {
-                key: HEADER_CONTENT_TYPE,
-                value: Some(out.content_type().as_bytes()),
             });
+        }
+        // Events are CloudEvents JSON, the rest plain JSON (docs/messages.md, "Topics").
+        let headers = headers.insert(Header {
+            key: HEADER_CONTENT_TYPE,
+            value: Some(out.content_type().as_bytes()),
+        });
         let mut record = BaseRecord::to(topic)
             .key(out.key.as_bytes())
             .payload(out.payload.as_slice())
