@@ -74,6 +74,8 @@ pub struct CheckReport {
     pub events: usize,
     pub dead_letters: usize,
     pub tool_executions: usize,
+    /// Dead letters by reason.
+    pub dead_letter_reasons: BTreeMap<String, usize>,
     pub lost: Vec<String>,
     pub duplicates: Vec<String>,
     pub orphans: Vec<String>,
@@ -214,6 +216,7 @@ pub async fn check(ev: &Evidence<'_>) -> CheckReport {
                 .get("reason")
                 .and_then(Value::as_str)
                 .unwrap_or("");
+            *r.dead_letter_reasons.entry(reason.to_owned()).or_default() += 1;
             match (field("partition"), field("offset")) {
                 (Some(p), Some(o)) if !reason.is_empty() => {
                     let p = i32::try_from(p).unwrap_or(-1);
@@ -477,6 +480,91 @@ mod tests {
         let a = json!({"x": {"y": [1, 2]}});
         let b = json!({"x": {"y": [1, 3]}});
         assert!(first_difference(&a, &b, "").starts_with(".x.y[1] stored 2"));
+    }
+
+    fn read(topic: &str, offset: i64, output_id: &str, turn_id: &str) -> ReadMessage {
+        ReadMessage {
+            topic: topic.into(),
+            partition: 0,
+            offset,
+            key: String::new(),
+            payload: json!({"turn_id": turn_id}),
+            output_id: Some(output_id.into()),
+            turn_id: Some(turn_id.into()),
+        }
+    }
+
+    fn inbound(offset: i64, turn_id: &str) -> InboundCopy {
+        InboundCopy {
+            partition: 0,
+            offset,
+            key: Some(b"acme/retail-bot/s1".to_vec()),
+            payload: Some(crate::testkit::bus::turn_json(
+                "acme",
+                "retail-bot",
+                "s1",
+                turn_id,
+                Some("hello"),
+                None,
+                "en",
+                Some("2026-01-01T00:00:00.000Z"),
+            )),
+            timestamp_ms: None,
+        }
+    }
+
+    /// The checker is not vacuous: a doubled reply, a lost turn, an orphan output, a refused
+    /// record without its dead letter and a missing state are each found.
+    #[test]
+    fn the_checker_finds_loss_duplication_and_orphans() {
+        let catalog =
+            crate::config::agents::load_catalog(std::path::Path::new("config/agents.example.yaml"))
+                .expect("example config");
+        let settings = Settings::default();
+        let records = vec![
+            inbound(0, "a"),
+            inbound(1, "b"),
+            InboundCopy {
+                partition: 0,
+                offset: 2,
+                key: None,
+                payload: Some(b"{not json".to_vec()),
+                timestamp_ms: None,
+            },
+        ];
+        let outputs = vec![
+            read("r", 0, "o1", "a"),
+            read("r", 1, "o1", "a"),
+            read("r", 2, "o2", "zzz"),
+        ];
+        let states = HashMap::new();
+        let scripts = HashMap::new();
+        let ev = Evidence {
+            inbound_topic: "in",
+            replies_topic: "r",
+            events_topic: "e",
+            dead_letters_topic: "d",
+            inbound: &records,
+            outputs: &outputs,
+            executions: &[],
+            states: &states,
+            model_scripts: &scripts,
+            limits: DecodeLimits::default(),
+            catalog: &catalog,
+            settings: &settings,
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        let r = rt.block_on(check(&ev));
+        assert_eq!(r.valid_turns, 2);
+        assert_eq!(r.duplicates.len(), 1, "{r:?}");
+        assert_eq!(r.lost.len(), 1, "{r:?}");
+        assert!(r.lost[0].contains("turn b"), "{r:?}");
+        assert_eq!(r.orphans.len(), 1, "{r:?}");
+        assert_eq!(r.not_dead_lettered.len(), 1, "{r:?}");
+        assert_eq!(r.state_mismatches.len(), 1, "{r:?}");
+        assert!(!r.passed(0, 0));
     }
 
     #[test]

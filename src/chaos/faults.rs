@@ -135,7 +135,15 @@ pub struct FaultReport {
 
 impl FaultReport {
     pub fn passed(&self) -> bool {
-        self.check.passed(self.min_replies, self.min_executions)
+        self.check.passed(self.min_replies, self.min_executions) && self.model_requests > 0
+    }
+
+    /// Why the run did no real work, if it did not.
+    pub fn no_real_work(&self) -> Option<String> {
+        if self.model_requests == 0 {
+            return Some("the model server received no request".into());
+        }
+        self.check.real_work(self.min_replies, self.min_executions)
     }
 }
 
@@ -519,7 +527,8 @@ impl Harness {
         for (k, v) in [
             (
                 "RUST_LOG",
-                std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
+                std::env::var("RUST_LOG")
+                    .unwrap_or_else(|_| "warn,turnstile::worker::consumer=info".into()),
             ),
             ("TURNSTILE_CONFIG", CONFIG.to_owned()),
             ("TURNSTILE_PROFILES", PROFILES.to_owned()),
@@ -808,8 +817,33 @@ impl Harness {
             catalog: &catalog,
             settings: &settings,
         };
-        let check = self.rt.block_on(checker::check(&evidence));
+        let mut check = self.rt.block_on(checker::check(&evidence));
         let valid = self.workload.valid;
+        // The generator knows what it produced: the decoder must agree on both counts.
+        if check.valid_turns != valid {
+            check.lost.push(format!(
+                "the inbound topic holds {} valid turns, the workload produced {valid}",
+                check.valid_turns
+            ));
+        }
+        if check.refused_records != self.workload.hostile.len() {
+            check.not_dead_lettered.push(format!(
+                "the decoder refuses {} inbound records, the workload produced {} hostile ones",
+                check.refused_records,
+                self.workload.hostile.len()
+            ));
+        }
+        let assignments = (0..self.workers.len())
+            .map(|w| {
+                let text = std::fs::read_to_string(self.log_dir.join(format!("worker-{w}.log")))
+                    .unwrap_or_default();
+                text.matches("Partitions assigned").count()
+            })
+            .collect::<Vec<_>>();
+        eprintln!("  partition assignments per worker (from the logs): {assignments:?}");
+        if !check.dead_letter_reasons.is_empty() {
+            eprintln!("  dead letters by reason: {:?}", check.dead_letter_reasons);
+        }
         // Real work: every valid turn answered; tools executed about twice per four turns (fewer
         // when model faults stop some transactions from starting).
         let min_executions = if fault == Fault::ModelFaults {
@@ -983,7 +1017,7 @@ pub fn render_table(reports: &[FaultReport]) -> String {
         let c = &r.check;
         let verdict = if r.passed() {
             "PASS".to_owned()
-        } else if let Some(why) = c.real_work(r.min_replies, r.min_executions) {
+        } else if let Some(why) = r.no_real_work() {
             format!("FAIL ({why})")
         } else {
             "FAIL".to_owned()
