@@ -11,6 +11,7 @@ cargo build --locked --release --bin turnstile
 ./target/release/turnstile migrate --contact "$CQL_CONTACT"
 export TURNSTILE_BROKERS="${TURNSTILE_BROKERS:-$KAFKA_BROKERS}"
 export TURNSTILE_CQL_CONTACT="${TURNSTILE_CQL_CONTACT:-$CQL_CONTACT}"
+export TURNSTILE_CREATE_TOPICS="${TURNSTILE_CREATE_TOPICS:-true}"
 export TURNSTILE_LISTEN="${TURNSTILE_LISTEN:-127.0.0.1:9464}"
 # The example profiles name no endpoint; point them at a local OpenAI-compatible server
 # (vLLM's default port) unless told otherwise. Without one, model calls fall back safely.

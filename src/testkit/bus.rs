@@ -5,8 +5,6 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Headers, Message};
@@ -40,36 +38,7 @@ pub fn unique_topics(prefix: &str) -> Topics {
     }
 }
 
-/// Creates the four topics (`partitions` for the inbound one; 3 for the outputs).
-pub async fn create_topics(brokers: &str, topics: &Topics, partitions: i32) -> Result<(), String> {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .create()
-        .map_err(|e| format!("admin client: {e}"))?;
-    let specs = [
-        NewTopic::new(&topics.inbound, partitions, TopicReplication::Fixed(1)),
-        NewTopic::new(&topics.replies, 3, TopicReplication::Fixed(1)),
-        NewTopic::new(&topics.events, 3, TopicReplication::Fixed(1)),
-        NewTopic::new(&topics.dead_letters, 1, TopicReplication::Fixed(1)),
-    ];
-    let results = admin
-        .create_topics(
-            &specs,
-            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
-        )
-        .await
-        .map_err(|e| {
-            format!("cannot reach Kafka at {brokers}: {e} (run `bash scripts/services.sh up`)")
-        })?;
-    for r in results {
-        if let Err((topic, code)) = r {
-            if code != rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists {
-                return Err(format!("create topic {topic}: {code}"));
-            }
-        }
-    }
-    Ok(())
-}
+pub use crate::worker::topics::create_topics;
 
 /// An idempotent producer of inbound turns.
 pub fn turn_producer(brokers: &str) -> Result<FutureProducer, String> {

@@ -35,6 +35,9 @@ pub struct WorkerConfig {
     /// Fault injection for the crash harness: abort the process right after the N-th
     /// checkpoint save, before its Kafka commit (`TURNSTILE_FAULT_ABORT_AFTER_SAVES`).
     pub fault_abort_after_saves: Option<u64>,
+    /// Create missing topics at start (`TURNSTILE_CREATE_TOPICS`, off: production topics are
+    /// usually managed elsewhere), with this many inbound partitions.
+    pub create_topics: Option<i32>,
 }
 
 impl Default for WorkerConfig {
@@ -55,6 +58,7 @@ impl Default for WorkerConfig {
             listen: "0.0.0.0:9464".into(),
             kafka_overrides: Vec::new(),
             fault_abort_after_saves: None,
+            create_topics: None,
         }
     }
 }
@@ -142,6 +146,14 @@ impl WorkerConfig {
         }
         for (name, value) in env_overrides(&env) {
             c.kafka_overrides.push((name, value));
+        }
+        if env("TURNSTILE_CREATE_TOPICS").is_some_and(|v| matches!(v.trim(), "1" | "true" | "yes"))
+        {
+            let partitions = env("TURNSTILE_TOPIC_PARTITIONS")
+                .and_then(|v| v.trim().parse::<i32>().ok())
+                .filter(|p| *p >= 1)
+                .unwrap_or(12);
+            c.create_topics = Some(partitions);
         }
         c.validate(&mut errors);
         if errors.is_empty() {

@@ -13,6 +13,7 @@ pub mod consumer;
 pub mod dispatch;
 pub mod listener;
 pub mod offsets;
+pub mod topics;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -177,6 +178,11 @@ where
     M: DecisionModel + Send + Sync + 'static,
     T: ToolGateway + Send + Sync + 'static,
 {
+    if let Some(partitions) = config.create_topics {
+        topics::create_topics(&config.brokers, &config.topics, partitions)
+            .await
+            .map_err(WorkerError::Kafka)?;
+    }
     let (events_tx, mut events_rx) = mpsc::unbounded_channel();
     let context = consumer::context(
         &config.topics.inbound,
