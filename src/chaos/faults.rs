@@ -38,7 +38,7 @@ use crate::pipeline::decode_record;
 use crate::store::cql::{CqlConfig, ScyllaCheckpointStore};
 use crate::testkit::bus::{self, OutputReader};
 use crate::testkit::model_server::ModelServer;
-use crate::testkit::tool_server::ToolServer;
+use crate::testkit::tool_server::{ToolAction, ToolServer};
 
 pub const KEYSPACE: &str = "turnstile_chaos";
 pub const CONFIG: &str = "config/agents.example.yaml";
@@ -138,6 +138,19 @@ impl FaultReport {
         self.check.passed(self.min_replies, self.min_executions) && self.model_requests > 0
     }
 
+    /// What was injected besides kills and restarts, in words.
+    pub fn injected(&self) -> String {
+        match self.fault {
+            Fault::ModelFaults => format!("{} turns with model faults", self.model_faulted_turns),
+            Fault::Tool503 => format!("{} bursts of 2×503", self.tool_bursts),
+            Fault::Hostile => format!("{} hostile records", self.produced_hostile),
+            Fault::Sigkill => format!("{} kills", self.kills),
+            Fault::Rebalance => "1 → peak → 1".into(),
+            Fault::KafkaRestart => "broker restart".into(),
+            Fault::CassandraRestart => "store restart".into(),
+        }
+    }
+
     /// Why the run did no real work, if it did not.
     pub fn no_real_work(&self) -> Option<String> {
         if self.model_requests == 0 {
@@ -228,17 +241,37 @@ pub fn run_fault(fault: Fault, plan: &Plan) -> Result<FaultReport, String> {
             restarts += 1;
         }
         Fault::Tool503 => {
+            // Bursts of two 503s, fewer than the gateway's three attempts. A new burst on a tool
+            // only once the last one was consumed more than 3 s ago (longer than the retry
+            // backoff), so no execution ever sees three in a row: every execution still happens,
+            // and the serial replay (tools always succeed) stays the right reference.
+            let mut injected: HashMap<&str, usize> = HashMap::new();
             let until = Instant::now() + planned;
             while Instant::now() < until {
                 std::thread::sleep(Duration::from_millis(200 + rng.below(800) as u64));
-                // Fewer failures than the gateway's attempts (3): every execution still happens.
                 let tool = if rng.below(2) == 0 {
                     "retail_order_cancel"
                 } else {
                     "billing_show_bill"
                 };
-                h.tools.fail_next(tool, 2, 503);
-                tool_bursts += 1;
+                let calls = h.tools.calls();
+                let failed: Vec<i64> = calls
+                    .iter()
+                    .filter(|c| {
+                        c.tool == tool && c.action == ToolAction::Execute && c.status == Some(503)
+                    })
+                    .map(|c| c.at_ms)
+                    .collect();
+                let done = injected.get(tool).copied().unwrap_or(0);
+                let quiet = failed
+                    .iter()
+                    .max()
+                    .is_none_or(|last| now_ms() - last > 3_000);
+                if failed.len() >= done * 2 && quiet {
+                    h.tools.fail_next(tool, 2, 503);
+                    *injected.entry(tool).or_default() += 1;
+                    tool_bursts += 1;
+                }
             }
         }
         Fault::ModelFaults | Fault::Hostile => {}
@@ -376,6 +409,12 @@ impl Workload {
             rounds,
         }
     }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 fn bus_time(ms: i64) -> String {
@@ -1011,7 +1050,7 @@ pub fn readyz(port: u16) -> bool {
 /// The summary table of some reports, one row per fault.
 pub fn render_table(reports: &[FaultReport]) -> String {
     let mut out = String::from(
-        "| fault | turns | hostile | replies | events | dead letters | tool execs | duplicates | lost | orphans | not dead-lettered | state mismatches | tool mismatches | kills/restarts | wall | verdict |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| fault | turns | hostile | replies | events | dead letters | tool execs | duplicates | lost | orphans | not dead-lettered | state mismatches | tool mismatches | kills/restarts | faults injected | wall | verdict |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in reports {
         let c = &r.check;
@@ -1023,7 +1062,7 @@ pub fn render_table(reports: &[FaultReport]) -> String {
             "FAIL".to_owned()
         };
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}/{} | {:.0} s | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}/{} | {} | {:.0} s | {} |\n",
             r.fault.name(),
             r.produced_valid,
             r.produced_hostile,
@@ -1039,6 +1078,7 @@ pub fn render_table(reports: &[FaultReport]) -> String {
             c.tool_mismatches.len(),
             r.kills,
             r.restarts,
+            r.injected(),
             r.wall.as_secs_f64(),
             verdict
         ));

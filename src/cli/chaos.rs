@@ -14,6 +14,7 @@ pub enum FaultArg {
     KafkaRestart,
     CassandraRestart,
     ModelFaults,
+    #[value(name = "tool-503")]
     Tool503,
     Hostile,
     All,
