@@ -915,6 +915,8 @@ impl Drop for Harness {
         for w in 0..self.workers.len() {
             self.kill(w);
         }
+        // The binary's hard link would keep an old build alive on disk after the next one.
+        let _ = std::fs::remove_file(&self.exe);
         let names = [
             self.topics.inbound.clone(),
             self.topics.replies.clone(),
