@@ -1,0 +1,1487 @@
+//! Throughput and cost of the real worker (issue 5, part 1): `turnstile run` as a child process
+//! against the real Kafka and Cassandra of `scripts/services.sh`, the OpenAI-compatible test
+//! server answering after a configurable latency, and the tool test server.
+//!
+//! Run (services up first: `bash scripts/services.sh up`):
+//!
+//! ```text
+//! cargo bench --bench throughput -- --model-latency-ms 200 --conversations 1000 --partitions 12
+//! ```
+//!
+//! Phases (`--phases`, comma-separated, run in this order):
+//! - `worker`: the worker with the in-flight caps given (`--max-in-flight-per-partition`,
+//!   `--max-in-flight`);
+//! - `baseline`: the same worker, same inputs, partition-serial
+//!   (`TURNSTILE_MAX_IN_FLIGHT_PER_PARTITION=1`, what a plain consumer loop does);
+//! - `raw`: no engine and no model: the same drivers, and a loop in this process doing a
+//!   checkpoint read + write (`load_row`/`save_row`) and a transactional reply produce per message
+//!   at the worker's concurrency cap: the ceiling the worker is compared with;
+//! - `backlog`: `--backlog-messages` inbound turns produced before the worker starts, then the
+//!   worker's RSS sampled while it works the backlog down (bounded memory under backlog).
+//!
+//! Load: each conversation is a task sending one turn, waiting for its reply as a
+//! `read_committed` reader sees it, then sending the next (paced like a person). Scripts cycle
+//! through collect (`cancel my order`: classifier + router), typed fill (`PED-1001`: no model),
+//! confirm + execute (`yes`: no model, the tool runs); every `--interrupt-every`-th conversation
+//! interrupts the collection with `where is my order PED-1002?` (router → order tracking).
+//!
+//! Each phase has its own topics, consumer group and session ids; the run migrates one keyspace
+//! (`turnstile_bench_<secs>_<random>`) and drops it at the end. Results: a Markdown table printed
+//! and written to `target/bench/throughput-<timestamp>.md`; worker logs in `target/bench/logs/`.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer, StreamConsumer};
+use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
+use rdkafka::producer::{
+    BaseRecord, DefaultProducerContext, FutureProducer, FutureRecord, Producer, ThreadedProducer,
+};
+use rdkafka::{Offset, TopicPartitionList};
+use serde_json::{json, Map, Value};
+use tokio::sync::{oneshot, Semaphore};
+
+use turnstile::config::settings::SETTING_NAMES;
+use turnstile::domain::decision::Skill;
+use turnstile::domain::turn::Identity;
+use turnstile::message::{Topics, HEADER_TURN_ID};
+use turnstile::model::scripted::Scripted;
+use turnstile::model::ModelScript;
+use turnstile::store::cql::{write_timestamp, CqlConfig, ScyllaCheckpointStore, StoredRow};
+use turnstile::testkit::model_server::{Behaviour, ModelServer};
+use turnstile::testkit::tool_server::ToolServer;
+
+const TENANT: &str = "bench";
+const AGENT: &str = "retail-bot";
+const HELP: &str = "\
+cargo bench --bench throughput -- [options]
+
+  --model-latency-ms N          model test server latency per call (default 200)
+  --conversations N             concurrent conversations (default 1000)
+  --turns N                     turns per conversation (default 12)
+  --partitions N                inbound topic partitions (default 12)
+  --max-in-flight-per-partition N   worker cap (default 256, the worker default)
+  --max-in-flight N             worker process cap (default 10000)
+  --commit-interval-ms N        worker commit interval (default: the worker's, 50)
+  --interrupt-every N           every N-th conversation interrupts (default 4; 0 = never)
+  --phases LIST                 worker,baseline,raw,backlog (default worker,baseline,raw)
+  --phase-secs N                cap on one phase's load (default 60)
+  --reply-timeout-secs N        a turn without a reply after this counts as timed out (30)
+  --backlog-messages N          backlog phase: inbound turns waiting (default 100000)
+  --backlog-secs N              backlog phase: how long RSS is sampled (default 40)
+  --out PATH                    results file (default target/bench/throughput-<ts>.md)
+
+Needs Kafka at KAFKA_BROKERS (127.0.0.1:9092) and Cassandra at CQL_CONTACT (127.0.0.1:9042):
+bash scripts/services.sh up";
+
+#[derive(Debug, Clone)]
+struct Args {
+    model_latency_ms: u64,
+    conversations: usize,
+    turns: usize,
+    partitions: i32,
+    per_partition: usize,
+    max_in_flight: usize,
+    commit_interval_ms: Option<u64>,
+    interrupt_every: usize,
+    phases: Vec<String>,
+    phase_secs: u64,
+    reply_timeout_secs: u64,
+    backlog_messages: usize,
+    backlog_secs: u64,
+    out: Option<PathBuf>,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut a = Args {
+        model_latency_ms: 200,
+        conversations: 1000,
+        turns: 12,
+        partitions: 12,
+        per_partition: 256,
+        max_in_flight: 10_000,
+        commit_interval_ms: None,
+        interrupt_every: 4,
+        phases: vec!["worker".into(), "baseline".into(), "raw".into()],
+        phase_secs: 60,
+        reply_timeout_secs: 30,
+        backlog_messages: 100_000,
+        backlog_secs: 40,
+        out: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        // `cargo bench` appends `--bench`; libtest filters are not used here.
+        if flag == "--bench" {
+            continue;
+        }
+        if flag == "--help" || flag == "-h" {
+            println!("{HELP}");
+            std::process::exit(0);
+        }
+        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
+        fn num<T: std::str::FromStr>(flag: &str, v: String) -> Result<T, String> {
+            v.parse()
+                .map_err(|_| format!("{flag}: `{v}` is not a number"))
+        }
+        match flag.as_str() {
+            "--model-latency-ms" => a.model_latency_ms = num(&flag, value()?)?,
+            "--conversations" => a.conversations = num(&flag, value()?)?,
+            "--turns" => a.turns = num(&flag, value()?)?,
+            "--partitions" => a.partitions = num(&flag, value()?)?,
+            "--max-in-flight-per-partition" => a.per_partition = num(&flag, value()?)?,
+            "--max-in-flight" => a.max_in_flight = num(&flag, value()?)?,
+            "--commit-interval-ms" => a.commit_interval_ms = Some(num(&flag, value()?)?),
+            "--interrupt-every" => a.interrupt_every = num(&flag, value()?)?,
+            "--phases" => {
+                a.phases = value()?
+                    .split(',')
+                    .map(|s| s.trim().to_owned())
+                    .filter(|s| !s.is_empty())
+                    .collect();
+                for p in &a.phases {
+                    if !["worker", "baseline", "raw", "backlog"].contains(&p.as_str()) {
+                        return Err(format!("--phases: unknown phase `{p}`"));
+                    }
+                }
+            }
+            "--phase-secs" => a.phase_secs = num(&flag, value()?)?,
+            "--reply-timeout-secs" => a.reply_timeout_secs = num(&flag, value()?)?,
+            "--backlog-messages" => a.backlog_messages = num(&flag, value()?)?,
+            "--backlog-secs" => a.backlog_secs = num(&flag, value()?)?,
+            "--out" => a.out = Some(PathBuf::from(value()?)),
+            other => return Err(format!("unknown option `{other}`\n\n{HELP}")),
+        }
+    }
+    if a.conversations == 0 || a.turns == 0 || a.partitions < 1 || a.per_partition == 0 {
+        return Err("conversations, turns, partitions and caps must be at least 1".into());
+    }
+    Ok(a)
+}
+
+fn main() {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("throughput: {e}");
+            std::process::exit(2);
+        }
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    if let Err(e) = rt.block_on(run(args)) {
+        eprintln!("throughput: {e}");
+        std::process::exit(1);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared fixtures
+// ---------------------------------------------------------------------------------------------
+
+/// Kafka helpers (the same as `testkit::bus`, kept here so the bench builds on its own).
+mod bus {
+    use std::time::Duration;
+
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    use rdkafka::client::DefaultClientContext;
+    use rdkafka::config::ClientConfig;
+    use serde_json::Value;
+    use turnstile::message::Topics;
+
+    pub fn brokers() -> String {
+        std::env::var("KAFKA_BROKERS").unwrap_or_else(|_| "127.0.0.1:9092".into())
+    }
+
+    pub fn unique_suffix() -> String {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static N: AtomicU64 = AtomicU64::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        format!(
+            "{:x}{:x}{}",
+            std::process::id(),
+            nanos % 0xffff_ffff_ffff,
+            N.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+
+    pub fn unique_topics(prefix: &str) -> Topics {
+        let s = unique_suffix();
+        Topics {
+            inbound: format!("{prefix}.{s}.turns"),
+            replies: format!("{prefix}.{s}.replies"),
+            events: format!("{prefix}.{s}.events"),
+            dead_letters: format!("{prefix}.{s}.dead-letters"),
+        }
+    }
+
+    /// The inbound topic with `partitions`; replies and events with 3; dead letters with 1.
+    pub async fn create_topics(
+        brokers: &str,
+        topics: &Topics,
+        partitions: i32,
+    ) -> Result<(), String> {
+        let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+            .set("bootstrap.servers", brokers)
+            .create()
+            .map_err(|e| format!("admin client: {e}"))?;
+        let specs = [
+            NewTopic::new(&topics.inbound, partitions, TopicReplication::Fixed(1)),
+            NewTopic::new(&topics.replies, 3, TopicReplication::Fixed(1)),
+            NewTopic::new(&topics.events, 3, TopicReplication::Fixed(1)),
+            NewTopic::new(&topics.dead_letters, 1, TopicReplication::Fixed(1)),
+        ];
+        let results = admin
+            .create_topics(
+                &specs,
+                &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
+            )
+            .await
+            .map_err(|e| format!("cannot reach Kafka at {brokers}: {e}"))?;
+        for r in results {
+            if let Err((topic, code)) = r {
+                return Err(format!("create topic {topic}: {code}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The inbound JSON of a text turn (schemas/turn.v1.json).
+    pub fn turn_json(session: &str, turn_id: &str, text: &str) -> Vec<u8> {
+        let v = serde_json::json!({
+            "turn_id": turn_id,
+            "tenant_id": super::TENANT,
+            "agent_id": super::AGENT,
+            "session_id": session,
+            "locale": "en",
+            "channel": "test",
+            "text": Value::from(text),
+        });
+        serde_json::to_vec(&v).unwrap_or_default()
+    }
+}
+
+fn cql_contact() -> String {
+    std::env::var("CQL_CONTACT").unwrap_or_else(|_| "127.0.0.1:9042".to_owned())
+}
+
+fn cql_config(keyspace: &str) -> CqlConfig {
+    CqlConfig {
+        contact_points: cql_contact()
+            .split(',')
+            .map(|s| s.trim().to_owned())
+            .collect(),
+        keyspace: keyspace.to_owned(),
+        request_timeout_ms: 10_000,
+        ..CqlConfig::default()
+    }
+}
+
+fn unix_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn manifest(p: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(p)
+}
+
+fn clock_ticks() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+/// utime + stime of a process, in seconds.
+fn cpu_seconds(pid: u32, ticks: f64) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = f.get(11)?.parse().ok()?;
+    let stime: f64 = f.get(12)?.parse().ok()?;
+    Some((utime + stime) / ticks)
+}
+
+/// A `/proc/<pid>/status` field in kB (VmHWM, VmRSS).
+fn status_kb(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find(|l| l.starts_with(field))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// A plain HTTP/1.0 GET on loopback: status and body.
+fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect_timeout(&addr.parse().ok()?, Duration::from_secs(2)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let status = text.split_whitespace().nth(1)?.parse().ok()?;
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|x| x.1.to_owned())
+        .unwrap_or_default();
+    Some((status, body))
+}
+
+/// Sum of every series of one metric family sample (`name` or `name{...}`).
+fn metric_sum(text: &str, name: &str) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|r| r.starts_with('{') || r.starts_with(' '))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(19464)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reply reader: turn id → arrival time, as a read_committed reader sees it
+// ---------------------------------------------------------------------------------------------
+
+type Waiters = Arc<Mutex<HashMap<String, oneshot::Sender<Instant>>>>;
+
+struct Reader {
+    waiters: Waiters,
+    stop: Arc<AtomicBool>,
+    unmatched: Arc<AtomicU64>,
+    dead: Arc<AtomicU64>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Reader {
+    /// Reads `replies` and `dead_letters` (a dead-lettered turn has no reply, but is answered).
+    fn start(brokers: &str, replies: &str, dead_letters: &str) -> Result<Arc<Reader>, String> {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", brokers)
+            .set("group.id", format!("bench-reader-{}", bus::unique_suffix()))
+            .set("isolation.level", "read_committed")
+            .set("enable.auto.commit", "false")
+            .set("fetch.wait.max.ms", "5")
+            .create()
+            .map_err(|e| format!("reader: {e}"))?;
+        let mut tpl = TopicPartitionList::new();
+        for topic in [replies, dead_letters] {
+            let meta = consumer
+                .fetch_metadata(Some(topic), Duration::from_secs(10))
+                .map_err(|e| format!("metadata of {topic}: {e}"))?;
+            for t in meta.topics() {
+                for p in t.partitions() {
+                    tpl.add_partition_offset(topic, p.id(), Offset::Beginning)
+                        .map_err(|e| e.to_string())?;
+                }
+            }
+        }
+        let dead_topic = dead_letters.to_owned();
+        consumer.assign(&tpl).map_err(|e| format!("assign: {e}"))?;
+        let waiters: Waiters = Arc::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let unmatched = Arc::new(AtomicU64::new(0));
+        let dead = Arc::new(AtomicU64::new(0));
+        let (w, s, u, d) = (
+            waiters.clone(),
+            stop.clone(),
+            unmatched.clone(),
+            dead.clone(),
+        );
+        let thread = std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                let Some(Ok(m)) = consumer.poll(Duration::from_millis(20)) else {
+                    continue;
+                };
+                let at = Instant::now();
+                if m.topic() == dead_topic {
+                    d.fetch_add(1, Ordering::Relaxed);
+                }
+                let turn_id = m.headers().and_then(|h| {
+                    h.iter()
+                        .find(|x| x.key == HEADER_TURN_ID)
+                        .and_then(|x| x.value)
+                        .map(|v| String::from_utf8_lossy(v).into_owned())
+                });
+                let waiter =
+                    turn_id.and_then(|t| w.lock().unwrap_or_else(|e| e.into_inner()).remove(&t));
+                match waiter {
+                    Some(tx) => {
+                        let _ = tx.send(at);
+                    }
+                    None => {
+                        u.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        });
+        Ok(Arc::new(Reader {
+            waiters,
+            stop,
+            unmatched,
+            dead,
+            thread: Mutex::new(Some(thread)),
+        }))
+    }
+
+    fn expect(&self, turn_id: &str) -> oneshot::Receiver<Instant> {
+        let (tx, rx) = oneshot::channel();
+        self.waiters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(turn_id.to_owned(), tx);
+        rx
+    }
+
+    fn forget(&self, turn_id: &str) {
+        self.waiters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(turn_id);
+    }
+
+    /// Stops reading; (replies matched to no waiting turn, dead letters).
+    fn stop(&self) -> (u64, u64) {
+        self.stop.store(true, Ordering::Relaxed);
+        let thread = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(t) = thread {
+            let _ = t.join();
+        }
+        (
+            self.unmatched.load(Ordering::Relaxed),
+            self.dead.load(Ordering::Relaxed),
+        )
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conversation scripts and the load generator
+// ---------------------------------------------------------------------------------------------
+
+/// The text of turn `t` of conversation `c`, whether a typed parser should settle it, and the
+/// per-turn model script (the interrupt), if any.
+fn script_turn(args: &Args, c: usize, t: usize) -> (&'static str, bool, Option<ModelScript>) {
+    let interrupting =
+        args.interrupt_every > 0 && c % args.interrupt_every == args.interrupt_every - 1;
+    if interrupting {
+        match t % 4 {
+            0 => ("cancel my order", false, None),
+            1 => {
+                let mut router = Map::new();
+                router.insert("agent".into(), json!("retail"));
+                router.insert("intent".into(), json!("retail_order_tracking"));
+                router.insert("confidence".into(), json!(0.95));
+                router.insert("arguments".into(), json!({"order_id": "PED-1002"}));
+                let script = ModelScript {
+                    router: Some(Scripted::Answer(router)),
+                    ..ModelScript::default()
+                };
+                ("where is my order PED-1002?", false, Some(script))
+            }
+            2 => ("PED-1001", false, None),
+            _ => ("yes", false, None),
+        }
+    } else {
+        match t % 3 {
+            0 => ("cancel my order", false, None),
+            1 => ("PED-1001", true, None),
+            _ => ("yes", true, None),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Load {
+    sent: u64,
+    latencies_us: Vec<u64>,
+    timeouts: u64,
+    first_send: Option<Instant>,
+    last_reply: Option<Instant>,
+}
+
+impl Load {
+    fn merge(&mut self, other: Load) {
+        self.sent += other.sent;
+        self.latencies_us.extend(other.latencies_us);
+        self.timeouts += other.timeouts;
+        self.first_send = match (self.first_send, other.first_send) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.last_reply = self.last_reply.max(other.last_reply);
+    }
+}
+
+/// Drives every conversation to its last turn or to `deadline`; typed turns end in `-typed`.
+async fn drive(
+    args: &Args,
+    phase: &str,
+    topic: &str,
+    producer: &FutureProducer,
+    reader: &Arc<Reader>,
+    model: &ModelServer,
+) -> Load {
+    let suffix = bus::unique_suffix();
+    let deadline = Instant::now() + Duration::from_secs(args.phase_secs);
+    let reply_timeout = Duration::from_secs(args.reply_timeout_secs);
+    let mut tasks = Vec::new();
+    let args = Arc::new(args.clone());
+    for c in 0..args.conversations {
+        let (args, producer, topic, reader) = (
+            args.clone(),
+            producer.clone(),
+            topic.to_owned(),
+            reader.clone(),
+        );
+        let session = format!("{phase}-{suffix}-c{c}");
+        let key = format!("{TENANT}/{AGENT}/{session}");
+        let model_scripts: Vec<(String, ModelScript)> = (0..args.turns)
+            .filter_map(|t| {
+                let (_, typed, script) = script_turn(&args, c, t);
+                script.map(|s| (turn_id(&session, t, typed), s))
+            })
+            .collect();
+        for (id, s) in &model_scripts {
+            model.set_turn_script(id, s);
+        }
+        tasks.push(tokio::spawn(async move {
+            let mut load = Load::default();
+            for t in 0..args.turns {
+                if Instant::now() >= deadline {
+                    break;
+                }
+                let (text, typed, _) = script_turn(&args, c, t);
+                let id = turn_id(&session, t, typed);
+                let payload = bus::turn_json(&session, &id, text);
+                let rx = reader.expect(&id);
+                let sent = Instant::now();
+                load.first_send.get_or_insert(sent);
+                load.sent += 1;
+                let produced = producer
+                    .send(
+                        FutureRecord::to(&topic).key(&key).payload(&payload),
+                        Duration::from_secs(30),
+                    )
+                    .await;
+                if produced.is_err() {
+                    reader.forget(&id);
+                    load.timeouts += 1;
+                    break;
+                }
+                let until = (sent + reply_timeout).min(deadline + Duration::from_secs(5));
+                match tokio::time::timeout_at(until.into(), rx).await {
+                    Ok(Ok(at)) => {
+                        load.latencies_us
+                            .push(at.saturating_duration_since(sent).as_micros() as u64);
+                        load.last_reply = load.last_reply.max(Some(at));
+                    }
+                    _ => {
+                        reader.forget(&id);
+                        load.timeouts += 1;
+                        break;
+                    }
+                }
+            }
+            load
+        }));
+    }
+    let mut total = Load::default();
+    for t in tasks {
+        if let Ok(l) = t.await {
+            total.merge(l);
+        }
+    }
+    total
+}
+
+fn turn_id(session: &str, t: usize, typed: bool) -> String {
+    if typed {
+        format!("{session}-{t}-typed")
+    } else {
+        format!("{session}-{t}")
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The worker as a child process
+// ---------------------------------------------------------------------------------------------
+
+struct Worker {
+    child: Child,
+    listen: String,
+}
+
+impl Worker {
+    #[allow(clippy::too_many_arguments)]
+    fn spawn(
+        args: &Args,
+        phase: &str,
+        per_partition: usize,
+        topics: &Topics,
+        keyspace: &str,
+        model: &ModelServer,
+        tools: &ToolServer,
+        log_dir: &Path,
+    ) -> Result<Worker, String> {
+        let listen = format!("127.0.0.1:{}", free_port());
+        let log = log_dir.join(format!("{phase}-{}.log", bus::unique_suffix()));
+        let out = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+        let err = out.try_clone().map_err(|e| e.to_string())?;
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_turnstile"));
+        cmd.arg("run")
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env("TURNSTILE_CONFIG", manifest("config/agents.example.yaml"))
+            .env(
+                "TURNSTILE_PROFILES",
+                manifest("config/profiles.example.yaml"),
+            )
+            .env("TURNSTILE_CQL_CONTACT", cql_contact())
+            .env("TURNSTILE_KEYSPACE", keyspace)
+            .env("TURNSTILE_MODEL_BASE_URL", model.base_url())
+            .env("TURNSTILE_TOOLS_BASE_URL", tools.base_url())
+            .env("TURNSTILE_BROKERS", bus::brokers())
+            .env(
+                "TURNSTILE_GROUP_ID",
+                format!("bench-{phase}-{}", bus::unique_suffix()),
+            )
+            .env(
+                "TURNSTILE_INSTANCE_ID",
+                format!("bench-{phase}-{}", bus::unique_suffix()),
+            )
+            .env("TURNSTILE_TOPIC_TURNS", &topics.inbound)
+            .env("TURNSTILE_TOPIC_REPLIES", &topics.replies)
+            .env("TURNSTILE_TOPIC_EVENTS", &topics.events)
+            .env("TURNSTILE_TOPIC_DEAD_LETTERS", &topics.dead_letters)
+            .env(
+                "TURNSTILE_MAX_IN_FLIGHT_PER_PARTITION",
+                per_partition.to_string(),
+            )
+            .env("TURNSTILE_MAX_IN_FLIGHT", args.max_in_flight.to_string())
+            .env("TURNSTILE_SESSION_TIMEOUT_MS", "10000")
+            .env("TURNSTILE_DRAIN_BUDGET_MS", "3000")
+            .env("TURNSTILE_LISTEN", &listen)
+            // Per-turn info logs are CPU the benchmark would charge to the engine.
+            .env("RUST_LOG", "warn")
+            .env_remove("TURNSTILE_FAULT_ABORT_AFTER_SAVES")
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err);
+        if let Some(ms) = args.commit_interval_ms {
+            cmd.env("TURNSTILE_COMMIT_INTERVAL_MS", ms.to_string());
+        }
+        for name in SETTING_NAMES {
+            cmd.env_remove(name);
+        }
+        let child = cmd.spawn().map_err(|e| {
+            format!(
+                "spawn {}: {e} (cargo bench builds it; or `cargo build --release --bin turnstile`)",
+                env!("CARGO_BIN_EXE_turnstile")
+            )
+        })?;
+        Ok(Worker { child, listen })
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn metrics(&self) -> String {
+        http_get(&self.listen, "/metrics")
+            .map(|(_, b)| b)
+            .unwrap_or_default()
+    }
+
+    /// Until `/readyz` answers 200 and every partition is assigned.
+    async fn wait_ready(&mut self, partitions: i32) -> Result<(), String> {
+        let until = Instant::now() + Duration::from_secs(120);
+        while Instant::now() < until {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Err(format!("worker exited during start-up: {status}"));
+            }
+            let listen = self.listen.clone();
+            let (ready, metrics) = tokio::task::spawn_blocking(move || {
+                (
+                    http_get(&listen, "/readyz").map(|x| x.0),
+                    http_get(&listen, "/metrics").map(|x| x.1),
+                )
+            })
+            .await
+            .unwrap_or((None, None));
+            let assigned = metrics
+                .map(|m| metric_sum(&m, "turnstile_partitions_assigned"))
+                .unwrap_or(0.0);
+            if ready == Some(200) && assigned >= f64::from(partitions) {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        Err("worker not ready within 120 s".into())
+    }
+
+    fn stop(mut self) {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let until = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < until {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Samples a worker's RSS and in-flight gauge once a second until stopped.
+fn sample(pid: u32, listen: String, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Samples> {
+    std::thread::spawn(move || {
+        let mut s = Samples::default();
+        let start = Instant::now();
+        while !stop.load(Ordering::Relaxed) {
+            if let Some(rss) = status_kb(pid, "VmRSS:") {
+                s.rss_kb.push((start.elapsed().as_secs_f64(), rss));
+            }
+            if let Some((_, m)) = http_get(&listen, "/metrics") {
+                let f = metric_sum(&m, "turnstile_turns_in_flight");
+                s.max_in_flight = s.max_in_flight.max(f);
+                s.lag.push(metric_sum(&m, "turnstile_partition_lag"));
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        s
+    })
+}
+
+#[derive(Default)]
+struct Samples {
+    rss_kb: Vec<(f64, u64)>,
+    max_in_flight: f64,
+    lag: Vec<f64>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Results
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Default, Clone)]
+struct Row {
+    phase: String,
+    in_flight_cap: usize,
+    turns: u64,
+    sent: u64,
+    timeouts: u64,
+    seconds: f64,
+    turns_per_s: f64,
+    p50_ms: f64,
+    p95_ms: f64,
+    p99_ms: f64,
+    cpu_us_per_turn: Option<f64>,
+    peak_rss_mb: Option<f64>,
+    model_calls_per_turn: Option<f64>,
+    typed_turn_model_calls: Option<u64>,
+    settled_without_model: Option<f64>,
+    reads_per_turn: Option<f64>,
+    writes_per_turn: Option<f64>,
+    max_in_flight_seen: Option<f64>,
+    tool_executions: Option<usize>,
+    little_bound: Option<f64>,
+    notes: String,
+}
+
+fn percentile(sorted: &[u64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+    sorted[i.min(sorted.len() - 1)] as f64 / 1000.0
+}
+
+fn fill_load(row: &mut Row, mut load: Load) {
+    load.latencies_us.sort_unstable();
+    row.turns = load.latencies_us.len() as u64;
+    row.sent = load.sent;
+    row.timeouts = load.timeouts;
+    row.seconds = match (load.first_send, load.last_reply) {
+        (Some(a), Some(b)) => b.saturating_duration_since(a).as_secs_f64(),
+        _ => 0.0,
+    };
+    row.turns_per_s = if row.seconds > 0.0 {
+        row.turns as f64 / row.seconds
+    } else {
+        0.0
+    };
+    row.p50_ms = percentile(&load.latencies_us, 0.50);
+    row.p95_ms = percentile(&load.latencies_us, 0.95);
+    row.p99_ms = percentile(&load.latencies_us, 0.99);
+}
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or("–".into(), |x| format!("{x:.digits$}"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Phases
+// ---------------------------------------------------------------------------------------------
+
+struct Fixture {
+    keyspace: String,
+    model: ModelServer,
+    tools: ToolServer,
+    producer: FutureProducer,
+    log_dir: PathBuf,
+    ticks: f64,
+}
+
+async fn new_topics(phase: &str, partitions: i32) -> Result<Topics, String> {
+    let topics = bus::unique_topics(&format!("bench-{phase}"));
+    bus::create_topics(&bus::brokers(), &topics, partitions).await?;
+    Ok(topics)
+}
+
+async fn worker_phase(
+    args: &Args,
+    fx: &Fixture,
+    phase: &str,
+    per_partition: usize,
+) -> Result<Row, String> {
+    let topics = new_topics(phase, args.partitions).await?;
+    let reader = Reader::start(&bus::brokers(), &topics.replies, &topics.dead_letters)?;
+    let mut worker = Worker::spawn(
+        args,
+        phase,
+        per_partition,
+        &topics,
+        &fx.keyspace,
+        &fx.model,
+        &fx.tools,
+        &fx.log_dir,
+    )?;
+    worker.wait_ready(args.partitions).await?;
+    fx.model.clear_requests();
+    let executions_before = fx.tools.executions().len();
+    let cpu0 = cpu_seconds(worker.pid(), fx.ticks).unwrap_or(0.0);
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = sample(worker.pid(), worker.listen.clone(), stop.clone());
+    eprintln!(
+        "[{phase}] worker ready; driving {} conversations",
+        args.conversations
+    );
+    let load = drive(
+        args,
+        phase,
+        &topics.inbound,
+        &fx.producer,
+        &reader,
+        &fx.model,
+    )
+    .await;
+    let cpu1 = cpu_seconds(worker.pid(), fx.ticks).unwrap_or(cpu0);
+    stop.store(true, Ordering::Relaxed);
+    let samples = sampler.join().unwrap_or_default();
+    let metrics = worker.metrics();
+    let hwm = status_kb(worker.pid(), "VmHWM:");
+    let (unmatched, dead) = reader.stop();
+    worker.stop();
+
+    let mut row = Row {
+        phase: phase.into(),
+        in_flight_cap: args
+            .max_in_flight
+            .min(per_partition * args.partitions as usize),
+        ..Row::default()
+    };
+    fill_load(&mut row, load);
+    let worker_turns = metric_sum(&metrics, "turnstile_turns_total").max(1.0);
+    row.cpu_us_per_turn = Some((cpu1 - cpu0) * 1e6 / worker_turns);
+    row.peak_rss_mb = hwm.map(|k| k as f64 / 1024.0);
+    let model_calls = metric_sum(&metrics, "turnstile_model_requests_total");
+    row.model_calls_per_turn = Some(model_calls / worker_turns);
+    row.settled_without_model = Some(metric_sum(
+        &metrics,
+        "turnstile_turns_settled_without_model_total",
+    ));
+    row.reads_per_turn = Some(
+        metric_sum(&metrics, "turnstile_checkpoint_load_duration_seconds_count") / worker_turns,
+    );
+    row.writes_per_turn = Some(
+        metric_sum(&metrics, "turnstile_checkpoint_save_duration_seconds_count") / worker_turns,
+    );
+    row.max_in_flight_seen = Some(samples.max_in_flight);
+    row.typed_turn_model_calls = Some(
+        fx.model
+            .requests()
+            .iter()
+            .filter(|r| r.turn_id.as_deref().is_some_and(|t| t.ends_with("-typed")))
+            .count() as u64,
+    );
+    fx.model.clear_requests();
+    row.tool_executions = Some(fx.tools.executions().len() - executions_before);
+    let active = args.conversations.min(row.in_flight_cap) as f64;
+    let w = args.model_latency_ms as f64 / 1000.0 * (model_calls / worker_turns);
+    row.little_bound = (w > 0.0).then(|| active / w);
+    row.notes = format!(
+        "worker turns {worker_turns:.0}; dead letters {dead}; outputs matched to no waiting turn {unmatched}"
+    );
+    Ok(row)
+}
+
+/// The ceiling: the same drivers, no engine: read + write + transactional produce per message.
+async fn raw_phase(args: &Args, fx: &Fixture) -> Result<Row, String> {
+    let phase = "raw";
+    let topics = new_topics(phase, args.partitions).await?;
+    let reader = Reader::start(&bus::brokers(), &topics.replies, &topics.dead_letters)?;
+    let store = Arc::new(
+        ScyllaCheckpointStore::connect(&cql_config(&fx.keyspace))
+            .await
+            .map_err(|e| format!("connect store: {e}"))?,
+    );
+    let group = format!("bench-raw-{}", bus::unique_suffix());
+    let consumer: Arc<StreamConsumer> = Arc::new(
+        ClientConfig::new()
+            .set("bootstrap.servers", bus::brokers())
+            .set("group.id", &group)
+            .set("enable.auto.commit", "false")
+            .set("auto.offset.reset", "earliest")
+            .set("fetch.wait.max.ms", "5")
+            .create()
+            .map_err(|e| format!("raw consumer: {e}"))?,
+    );
+    consumer
+        .subscribe(&[&topics.inbound])
+        .map_err(|e| format!("subscribe: {e}"))?;
+    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", bus::brokers())
+        .set(
+            "transactional.id",
+            format!("bench-raw-{}", bus::unique_suffix()),
+        )
+        .set("linger.ms", "1")
+        .create()
+        .map_err(|e| format!("raw producer: {e}"))?;
+    let producer = tokio::task::spawn_blocking(move || {
+        producer
+            .init_transactions(Duration::from_secs(60))
+            .map(|()| producer)
+    })
+    .await
+    .map_err(|e| e.to_string())?
+    .map_err(|e| format!("init transactions: {e}"))?;
+
+    // Committer: one transaction per commit interval with the replies and the offsets.
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<(String, String, i32, i64)>();
+    let stop = Arc::new(AtomicBool::new(false));
+    let interval = Duration::from_millis(args.commit_interval_ms.unwrap_or(50));
+    let committer = {
+        let (stop, consumer, replies, inbound) = (
+            stop.clone(),
+            consumer.clone(),
+            topics.replies.clone(),
+            topics.inbound.clone(),
+        );
+        std::thread::spawn(move || -> Result<(), String> {
+            while !stop.load(Ordering::Relaxed) {
+                let first = match done_rx.recv_timeout(Duration::from_millis(100)) {
+                    Ok(x) => x,
+                    Err(_) => continue,
+                };
+                producer.begin_transaction().map_err(|e| e.to_string())?;
+                let until = Instant::now() + interval;
+                let mut batch = vec![first];
+                while let Some(left) = until.checked_duration_since(Instant::now()) {
+                    match done_rx.recv_timeout(left) {
+                        Ok(x) => batch.push(x),
+                        Err(_) => break,
+                    }
+                }
+                let mut offsets: HashMap<i32, i64> = HashMap::new();
+                for (key, turn_id, p, o) in &batch {
+                    let payload = format!(r#"{{"turn_id":"{turn_id}","text":"ok"}}"#);
+                    let headers = OwnedHeaders::new().insert(Header {
+                        key: HEADER_TURN_ID,
+                        value: Some(turn_id.as_bytes()),
+                    });
+                    let mut record = BaseRecord::to(&replies)
+                        .key(key.as_str())
+                        .payload(payload.as_str())
+                        .headers(headers);
+                    loop {
+                        match producer.send(record) {
+                            Ok(()) => break,
+                            Err((_, r)) => {
+                                record = r;
+                                std::thread::sleep(Duration::from_millis(1));
+                            }
+                        }
+                    }
+                    let e = offsets.entry(*p).or_insert(*o);
+                    *e = (*e).max(*o);
+                }
+                let mut tpl = TopicPartitionList::new();
+                for (p, o) in offsets {
+                    tpl.add_partition_offset(&inbound, p, Offset::Offset(o + 1))
+                        .map_err(|e| e.to_string())?;
+                }
+                let meta = consumer
+                    .group_metadata()
+                    .ok_or("no consumer group metadata")?;
+                producer
+                    .send_offsets_to_transaction(&tpl, &meta, Duration::from_secs(30))
+                    .map_err(|e| e.to_string())?;
+                producer
+                    .commit_transaction(Duration::from_secs(30))
+                    .map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        })
+    };
+
+    // Consumer loop: one task per message, at most the worker's concurrency cap at once.
+    let cap = args
+        .max_in_flight
+        .min(args.per_partition * args.partitions as usize);
+    let permits = Arc::new(Semaphore::new(cap));
+    let errors = Arc::new(AtomicU64::new(0));
+    let pump = {
+        let (consumer, store, permits, errors) = (
+            consumer.clone(),
+            store.clone(),
+            permits.clone(),
+            errors.clone(),
+        );
+        tokio::spawn(async move {
+            loop {
+                let Ok(m) = consumer.recv().await else {
+                    continue;
+                };
+                let (partition, offset) = (m.partition(), m.offset());
+                let key = m
+                    .key()
+                    .map(|k| String::from_utf8_lossy(k).into_owned())
+                    .unwrap_or_default();
+                let payload = m.payload().map(<[u8]>::to_vec).unwrap_or_default();
+                drop(m);
+                let Ok(permit) = permits.clone().acquire_owned().await else {
+                    return;
+                };
+                let (store, done, errors) = (store.clone(), done_tx.clone(), errors.clone());
+                tokio::spawn(async move {
+                    let _permit = permit;
+                    let turn: Value = serde_json::from_slice(&payload).unwrap_or(Value::Null);
+                    let turn_id = turn["turn_id"].as_str().unwrap_or_default().to_owned();
+                    let mut parts = key.splitn(3, '/');
+                    let id = Identity::new(
+                        parts.next().unwrap_or_default(),
+                        parts.next().unwrap_or_default(),
+                        parts.next().unwrap_or_default(),
+                    );
+                    let loaded = store.load_row(&id).await;
+                    let row = StoredRow {
+                        state: payload,
+                        in_flight: None,
+                        applied: Some((partition, offset)),
+                        outbox: None,
+                        epoch: 1,
+                    };
+                    let saved = match write_timestamp(1, offset, 1) {
+                        Ok(ts) => store.save_row(&id, &row, ts).await,
+                        Err(e) => Err(e),
+                    };
+                    if loaded.is_err() || saved.is_err() {
+                        errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                    let _ = done.send((key, turn_id, partition, offset));
+                });
+            }
+        })
+    };
+    let until = Instant::now() + Duration::from_secs(60);
+    while consumer.assignment().map_or(0, |a| a.count()) < args.partitions as usize {
+        if Instant::now() > until {
+            return Err("raw loop: partitions not assigned within 60 s".into());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!(
+        "[raw] loop ready; driving {} conversations",
+        args.conversations
+    );
+    let cpu0 = cpu_seconds(std::process::id(), fx.ticks).unwrap_or(0.0);
+    let load = drive(
+        args,
+        phase,
+        &topics.inbound,
+        &fx.producer,
+        &reader,
+        &fx.model,
+    )
+    .await;
+    let cpu1 = cpu_seconds(std::process::id(), fx.ticks).unwrap_or(cpu0);
+    pump.abort();
+    stop.store(true, Ordering::Relaxed);
+    let committed = tokio::task::spawn_blocking(move || committer.join())
+        .await
+        .map_err(|e| e.to_string())?;
+    let (unmatched, _) = reader.stop();
+    fx.model.clear_requests();
+    let mut row = Row {
+        phase: phase.into(),
+        in_flight_cap: cap,
+        reads_per_turn: Some(1.0),
+        writes_per_turn: Some(1.0),
+        model_calls_per_turn: Some(0.0),
+        ..Row::default()
+    };
+    fill_load(&mut row, load);
+    row.notes = format!(
+        "store errors {}; committer {}; bench process (drivers + loop + test servers) CPU {:.0} µs/turn; unmatched {unmatched}",
+        errors.load(Ordering::Relaxed),
+        match committed {
+            Ok(Ok(())) => "ok".to_owned(),
+            Ok(Err(e)) => format!("failed: {e}"),
+            Err(_) => "panicked".to_owned(),
+        },
+        (cpu1 - cpu0) * 1e6 / (row.turns.max(1) as f64),
+    );
+    Ok(row)
+}
+
+/// Bounded memory under backlog: `--backlog-messages` turns wait before the worker starts.
+async fn backlog_phase(args: &Args, fx: &Fixture) -> Result<Row, String> {
+    let phase = "backlog";
+    let topics = new_topics(phase, args.partitions).await?;
+    let suffix = bus::unique_suffix();
+    eprintln!(
+        "[backlog] producing {} inbound turns",
+        args.backlog_messages
+    );
+    let started = Instant::now();
+    let mut pending = Vec::with_capacity(10_000);
+    for i in 0..args.backlog_messages {
+        let session = format!("backlog-{suffix}-c{i}");
+        let key = format!("{TENANT}/{AGENT}/{session}");
+        let id = format!("{session}-0");
+        let payload = bus::turn_json(&session, &id, "cancel my order");
+        let p = fx.producer.clone();
+        let topic = topics.inbound.clone();
+        pending.push(tokio::spawn(async move {
+            p.send(
+                FutureRecord::to(&topic).key(&key).payload(&payload),
+                Duration::from_secs(60),
+            )
+            .await
+            .is_ok()
+        }));
+        if pending.len() >= 10_000 {
+            for t in pending.drain(..) {
+                let _ = t.await;
+            }
+        }
+    }
+    for t in pending.drain(..) {
+        let _ = t.await;
+    }
+    eprintln!(
+        "[backlog] produced in {:.1} s; starting the worker",
+        started.elapsed().as_secs_f64()
+    );
+    let mut worker = Worker::spawn(
+        args,
+        phase,
+        args.per_partition,
+        &topics,
+        &fx.keyspace,
+        &fx.model,
+        &fx.tools,
+        &fx.log_dir,
+    )?;
+    worker.wait_ready(args.partitions).await?;
+    let cpu0 = cpu_seconds(worker.pid(), fx.ticks).unwrap_or(0.0);
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = sample(worker.pid(), worker.listen.clone(), stop.clone());
+    tokio::time::sleep(Duration::from_secs(args.backlog_secs)).await;
+    let cpu1 = cpu_seconds(worker.pid(), fx.ticks).unwrap_or(cpu0);
+    stop.store(true, Ordering::Relaxed);
+    let samples = sampler.join().unwrap_or_default();
+    let metrics = worker.metrics();
+    let hwm = status_kb(worker.pid(), "VmHWM:");
+    worker.stop();
+    fx.model.clear_requests();
+    let turns = metric_sum(&metrics, "turnstile_turns_total");
+    let rss = &samples.rss_kb;
+    let half = rss.len() / 2;
+    let mean = |s: &[(f64, u64)]| {
+        s.iter().map(|x| x.1 as f64).sum::<f64>() / (s.len().max(1) as f64) / 1024.0
+    };
+    let row = Row {
+        phase: phase.into(),
+        in_flight_cap: args
+            .max_in_flight
+            .min(args.per_partition * args.partitions as usize),
+        turns: turns as u64,
+        sent: args.backlog_messages as u64,
+        seconds: args.backlog_secs as f64,
+        turns_per_s: turns / args.backlog_secs as f64,
+        p50_ms: f64::NAN,
+        p95_ms: f64::NAN,
+        p99_ms: f64::NAN,
+        cpu_us_per_turn: Some((cpu1 - cpu0) * 1e6 / turns.max(1.0)),
+        peak_rss_mb: hwm.map(|k| k as f64 / 1024.0),
+        model_calls_per_turn: Some(
+            metric_sum(&metrics, "turnstile_model_requests_total") / turns.max(1.0),
+        ),
+        max_in_flight_seen: Some(samples.max_in_flight),
+        notes: format!(
+            "{} inbound waiting at start; lag first/last sample {:.0}/{:.0}; mean RSS first half {:.1} MB, second half {:.1} MB",
+            args.backlog_messages,
+            samples.lag.first().copied().unwrap_or(f64::NAN),
+            samples.lag.last().copied().unwrap_or(f64::NAN),
+            mean(&rss[..half]),
+            mean(&rss[half..]),
+        ),
+        ..Row::default()
+    };
+    Ok(row)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Main
+// ---------------------------------------------------------------------------------------------
+
+async fn run(args: Args) -> Result<(), String> {
+    for (what, addr) in [("Kafka", bus::brokers()), ("Cassandra", cql_contact())] {
+        let first = addr.split(',').next().unwrap_or_default().trim().to_owned();
+        let a: std::net::SocketAddr = first
+            .parse()
+            .map_err(|e| format!("{what} address {first}: {e}"))?;
+        TcpStream::connect_timeout(&a, Duration::from_secs(3)).map_err(|e| {
+            format!("{what} at {first} is unreachable ({e}); run bash scripts/services.sh up")
+        })?;
+    }
+    let bench_dir = manifest("target/bench");
+    let log_dir = bench_dir.join("logs");
+    std::fs::create_dir_all(&log_dir).map_err(|e| e.to_string())?;
+    let keyspace = format!(
+        "turnstile_bench_{}_{}",
+        unix_secs(),
+        bus::unique_suffix()
+            .chars()
+            .rev()
+            .take(6)
+            .collect::<String>()
+    );
+    eprintln!("migrating keyspace {keyspace}");
+    ScyllaCheckpointStore::migrate(&cql_config(&keyspace))
+        .await
+        .map_err(|e| format!("migrate {keyspace}: {e}"))?;
+
+    let model = ModelServer::start().await;
+    let latency = Duration::from_millis(args.model_latency_ms);
+    model.set_default(
+        Skill::Classifier,
+        Behaviour::answer(json!({"decision": "ROUTE", "confidence": 0.97})).with_latency(latency),
+    );
+    model.set_default(
+        Skill::Router,
+        Behaviour::answer(
+            json!({"agent": "retail", "intent": "retail_order_cancel", "confidence": 0.95}),
+        )
+        .with_latency(latency),
+    );
+    model.set_default(
+        Skill::Interpreter,
+        Behaviour::answer(json!({"act": "confirm", "confidence": 0.95})).with_latency(latency),
+    );
+    let tools = ToolServer::start()
+        .await
+        .map_err(|e| format!("tool server: {e}"))?;
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", bus::brokers())
+        .set("enable.idempotence", "true")
+        .set("linger.ms", "1")
+        .set("queue.buffering.max.messages", "1000000")
+        .create()
+        .map_err(|e| format!("producer: {e}"))?;
+    let fx = Fixture {
+        keyspace: keyspace.clone(),
+        model,
+        tools,
+        producer,
+        log_dir,
+        ticks: clock_ticks(),
+    };
+
+    let mut rows: Vec<Row> = Vec::new();
+    let mut failures = Vec::new();
+    for phase in &args.phases {
+        eprintln!("[{phase}] starting");
+        let result = match phase.as_str() {
+            "worker" => worker_phase(&args, &fx, "worker", args.per_partition).await,
+            "baseline" => worker_phase(&args, &fx, "baseline", 1).await,
+            "raw" => raw_phase(&args, &fx).await,
+            _ => backlog_phase(&args, &fx).await,
+        };
+        match result {
+            Ok(r) => {
+                eprintln!(
+                    "[{phase}] {} turns in {:.1} s = {:.1} turns/s, p50 {:.0} ms",
+                    r.turns, r.seconds, r.turns_per_s, r.p50_ms
+                );
+                rows.push(r);
+            }
+            Err(e) => {
+                eprintln!("[{phase}] FAILED: {e}");
+                failures.push(format!("{phase}: {e}"));
+            }
+        }
+    }
+
+    if let Ok(store) = ScyllaCheckpointStore::connect(&cql_config(&keyspace)).await {
+        let _ = store
+            .session()
+            .query_unpaged(format!("DROP KEYSPACE IF EXISTS {keyspace}"), ())
+            .await;
+    }
+
+    let report = render(&args, &rows, &failures);
+    println!("{report}");
+    let path = args
+        .out
+        .clone()
+        .unwrap_or_else(|| bench_dir.join(format!("throughput-{}.md", unix_secs())));
+    std::fs::write(&path, &report).map_err(|e| format!("{}: {e}", path.display()))?;
+    eprintln!("results written to {}", path.display());
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{} phase(s) failed", failures.len()))
+    }
+}
+
+fn render(args: &Args, rows: &[Row], failures: &[String]) -> String {
+    let mut s = String::new();
+    let now = time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default();
+    let _ = writeln!(s, "## Throughput run {now}\n");
+    let _ = writeln!(
+        s,
+        "Command: `cargo bench --bench throughput -- --model-latency-ms {} --conversations {} --turns {} --partitions {} --max-in-flight-per-partition {} --max-in-flight {} --interrupt-every {} --phases {} --phase-secs {}`\n",
+        args.model_latency_ms,
+        args.conversations,
+        args.turns,
+        args.partitions,
+        args.per_partition,
+        args.max_in_flight,
+        args.interrupt_every,
+        args.phases.join(","),
+        args.phase_secs,
+    );
+    let _ = writeln!(
+        s,
+        "Machine: {} cores (`nproc`), Kafka + Cassandra + load generator + test servers on the same host; load average at the end: {}.\n",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        std::fs::read_to_string("/proc/loadavg")
+            .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+            .unwrap_or_default(),
+    );
+    let baseline = rows
+        .iter()
+        .find(|r| r.phase == "baseline")
+        .map(|r| r.turns_per_s);
+    let raw = rows
+        .iter()
+        .find(|r| r.phase == "raw")
+        .map(|r| r.turns_per_s);
+    let _ = writeln!(
+        s,
+        "| phase | in-flight cap | turns | turns/s | p50 ms | p95 ms | p99 ms | worker CPU µs/turn | peak RSS MB | model calls/turn | store reads/turn | store writes/turn | × baseline | % Little bound | % raw loop |"
+    );
+    let _ = writeln!(
+        s,
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
+    for r in rows {
+        let ratio = |base: Option<f64>| base.filter(|b| *b > 0.0).map(|b| r.turns_per_s / b);
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {:.1} | {:.0} | {:.0} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.phase,
+            r.in_flight_cap,
+            r.turns,
+            r.turns_per_s,
+            r.p50_ms,
+            r.p95_ms,
+            r.p99_ms,
+            opt(r.cpu_us_per_turn, 0),
+            opt(r.peak_rss_mb, 1),
+            opt(r.model_calls_per_turn, 2),
+            opt(r.reads_per_turn, 2),
+            opt(r.writes_per_turn, 2),
+            if r.phase == "baseline" { "1.0".into() } else { opt(ratio(baseline), 1) },
+            opt(r.little_bound.map(|b| 100.0 * r.turns_per_s / b), 0),
+            if r.phase == "raw" { "100".into() } else { opt(ratio(raw).map(|x| x * 100.0), 0) },
+        );
+    }
+    let _ = writeln!(s);
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "- **{}**: {} sent, {} answered, {} timed out or cut by the phase cap, over {:.1} s; peak turns in flight (sampled 1/s) {}; turns settled without a model call {}; model calls on typed turns {}; tool executions {}; Little's-law bound {} turns/s. {}",
+            r.phase,
+            r.sent,
+            r.turns,
+            r.timeouts,
+            r.seconds,
+            opt(r.max_in_flight_seen, 0),
+            opt(r.settled_without_model, 0),
+            r.typed_turn_model_calls.map_or("–".into(), |n| n.to_string()),
+            r.tool_executions.map_or("–".into(), |n| n.to_string()),
+            opt(r.little_bound, 0),
+            r.notes,
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\nLittle's-law bound = min(in-flight cap, conversations) ÷ (model latency × model calls per turn measured in that phase): the rate if every turn in flight only waited for its model calls, in sequence. Reply latency: inbound produce → reply visible to a `read_committed` reader. Worker CPU: utime+stime of the worker process from load start to load end ÷ turns the worker counted. Peak RSS: VmHWM of the worker process (whole life)."
+    );
+    for f in failures {
+        let _ = writeln!(s, "\n**FAILED** {f}");
+    }
+    s
+}
