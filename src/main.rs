@@ -29,6 +29,10 @@ enum Command {
         /// Scenario files or folders.
         #[arg(required = true)]
         paths: Vec<PathBuf>,
+        /// Play them through the real worker (Kafka, the CQL store, model and tools over HTTP);
+        /// needs the broker and the store running (`bash scripts/services.sh up`).
+        #[arg(long)]
+        e2e: bool,
     },
     /// Load and validate the agents configuration (and optionally a profiles file).
     CheckConfig {
@@ -55,7 +59,11 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Scenarios { paths } => match turnstile::scenario::run_paths(&paths) {
+        Command::Scenarios { paths, e2e } => match if e2e {
+            turnstile::scenario::e2e::run_paths(&paths)
+        } else {
+            turnstile::scenario::run_paths(&paths)
+        } {
             Ok(report) => {
                 print!("{}", report.render());
                 if report.failed() == 0 {

@@ -1,5 +1,7 @@
-//! The conversation-scenario format (`../shared/spec/scenarios.md`) and its in-process runner.
+//! The conversation-scenario format (`../shared/spec/scenarios.md`), its in-process runner and
+//! its end-to-end runner (`--e2e`: through the real worker, Kafka and the CQL store).
 
+pub mod e2e;
 pub mod format;
 pub mod matcher;
 pub mod runner;

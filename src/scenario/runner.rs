@@ -8,7 +8,9 @@ use serde_json::{json, Value};
 
 use crate::config::{agents::load_catalog, settings::apply_overrides};
 use crate::domain::catalog::{Catalog, Settings};
+use crate::domain::decision::Skill;
 use crate::domain::engine::Engine;
+use crate::domain::state::AgentState;
 use crate::domain::turn::{Turn, TurnInput};
 use crate::model::ScriptedModel;
 use crate::pipeline::{process_turn, ProcessedTurn};
@@ -190,7 +192,7 @@ async fn run_scenario(
         let processed = process_turn(&engine, &store, &model, &tools, &turn)
             .await
             .map_err(|e| format!("turn {n}: {e}"))?;
-        check_turn(spec, &processed).map_err(|e| format!("turn {n}, {e}"))?;
+        check_turn(spec, &TurnView::of(&processed)).map_err(|e| format!("turn {n}, {e}"))?;
         if spec.redeliver {
             let before = store.get(&turn.identity);
             let again = process_turn(&engine, &store, &model, &tools, &turn)
@@ -216,15 +218,54 @@ async fn run_scenario(
     Ok(())
 }
 
+/// What one turn did, as the checks see it: taken from the engine's outcome in process, or read
+/// back from Kafka, the store and the test servers end to end, so both runners share one checker.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TurnView {
+    /// The conversation state after the turn (the stored checkpoint).
+    pub state: AgentState,
+    /// Every reply text of the turn, in order.
+    pub replies: Vec<String>,
+    /// CloudEvents types emitted by the turn, in order.
+    pub events: Vec<String>,
+    /// The agent or global node the turn was routed to; `None` when it was not routed.
+    pub route: Option<String>,
+    /// Tool executions, one per idempotency key: `(tool, arguments)`.
+    pub tool_calls: Vec<(String, Value)>,
+    /// Model components consulted (duplicates allowed; compared as a set).
+    pub model_calls: Vec<Skill>,
+}
+
+impl TurnView {
+    /// The view of a turn the engine processed in this process.
+    pub fn of(processed: &ProcessedTurn) -> TurnView {
+        let outcome = &processed.outcome;
+        TurnView {
+            state: outcome.state.clone(),
+            replies: outcome.replies.clone(),
+            events: outcome
+                .events
+                .iter()
+                .map(|e| e.kind.as_str().to_owned())
+                .collect(),
+            route: outcome.route.as_ref().map(|r| r.route.clone()),
+            tool_calls: outcome
+                .executed
+                .iter()
+                .map(|t| (t.tool.clone(), json!(t.arguments)))
+                .collect(),
+            model_calls: processed.model_calls.clone(),
+        }
+    }
+}
+
 /// Checks every `expect` key of a turn against what the turn did.
-pub fn check_turn(spec: &ScenarioTurn, processed: &ProcessedTurn) -> Result<(), String> {
-    let outcome = &processed.outcome;
-    let state = &outcome.state;
+pub fn check_turn(spec: &ScenarioTurn, view: &TurnView) -> Result<(), String> {
     for (key, expected) in &spec.expect {
         let result = match key.as_str() {
             "reply_contains" => {
                 let needle = expected.as_str().unwrap_or_default().to_lowercase();
-                let text = outcome.reply_text();
+                let text = view.replies.join("\n");
                 if text.to_lowercase().contains(&needle) {
                     Ok(())
                 } else {
@@ -235,8 +276,8 @@ pub fn check_turn(spec: &ScenarioTurn, processed: &ProcessedTurn) -> Result<(), 
             }
             "missing_parameters" | "model_calls" => {
                 let actual = match key.as_str() {
-                    "missing_parameters" => json!(state.missing_parameters),
-                    _ => json!(processed
+                    "missing_parameters" => json!(view.state.missing_parameters),
+                    _ => json!(view
                         .model_calls
                         .iter()
                         .map(|s| s.as_str())
@@ -245,7 +286,7 @@ pub fn check_turn(spec: &ScenarioTurn, processed: &ProcessedTurn) -> Result<(), 
                 let dedupe = key == "model_calls";
                 matcher::check(&sorted(expected, dedupe), &sorted(&actual, dedupe))
             }
-            other => matcher::check(expected, &actual_of(other, processed)),
+            other => matcher::check(expected, &actual_of(other, view)),
         };
         result.map_err(|e| format!("key {key}: {e}"))?;
     }
@@ -270,9 +311,8 @@ fn sorted(v: &Value, dedupe: bool) -> Value {
     json!(items)
 }
 
-fn actual_of(key: &str, processed: &ProcessedTurn) -> Value {
-    let outcome = &processed.outcome;
-    let state = &outcome.state;
+fn actual_of(key: &str, view: &TurnView) -> Value {
+    let state = &view.state;
     match key {
         "transaction_status" => json!(state.transaction_status),
         "active_transaction" => json!(state.active_transaction),
@@ -281,16 +321,12 @@ fn actual_of(key: &str, processed: &ProcessedTurn) -> Value {
         "active_agent" => json!(state.active_agent),
         "human_handoff_requested" => json!(state.human_handoff_requested),
         "session_ended" => json!(state.session_ended),
-        "route" => json!(outcome.route.as_ref().map(|r| r.route.clone())),
-        "events" => json!(outcome
-            .events
+        "route" => json!(view.route),
+        "events" => json!(view.events),
+        "tool_calls" => json!(view
+            .tool_calls
             .iter()
-            .map(|e| e.kind.as_str())
-            .collect::<Vec<_>>()),
-        "tool_calls" => json!(outcome
-            .executed
-            .iter()
-            .map(|t| json!({"tool": t.tool, "arguments": t.arguments}))
+            .map(|(tool, arguments)| json!({"tool": tool, "arguments": arguments}))
             .collect::<Vec<_>>()),
         _ => Value::Null,
     }
