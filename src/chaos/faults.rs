@@ -181,6 +181,7 @@ pub fn run_fault(fault: Fault, plan: &Plan) -> Result<FaultReport, String> {
     let planned = match fault {
         Fault::Sigkill => Duration::from_millis(2_500 * plan.cycles as u64),
         Fault::Rebalance => Duration::from_secs(45),
+        Fault::Tool503 => Duration::from_secs(60),
         _ => Duration::from_secs(30),
     };
     h.start_producing(planned);
@@ -242,13 +243,13 @@ pub fn run_fault(fault: Fault, plan: &Plan) -> Result<FaultReport, String> {
         }
         Fault::Tool503 => {
             // Bursts of two 503s, fewer than the gateway's three attempts. A new burst on a tool
-            // only once the last one was consumed more than 3 s ago (longer than the retry
+            // only once the last one was consumed more than 2 s ago (longer than the retry
             // backoff), so no execution ever sees three in a row: every execution still happens,
             // and the serial replay (tools always succeed) stays the right reference.
             let mut injected: HashMap<&str, usize> = HashMap::new();
-            let until = Instant::now() + planned;
-            while Instant::now() < until {
-                std::thread::sleep(Duration::from_millis(200 + rng.below(800) as u64));
+            // Until the last record is produced, so bursts hit the whole run.
+            while !h.producing_done.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(100 + rng.below(400) as u64));
                 let tool = if rng.below(2) == 0 {
                     "retail_order_cancel"
                 } else {
@@ -266,7 +267,7 @@ pub fn run_fault(fault: Fault, plan: &Plan) -> Result<FaultReport, String> {
                 let quiet = failed
                     .iter()
                     .max()
-                    .is_none_or(|last| now_ms() - last > 3_000);
+                    .is_none_or(|last| now_ms() - last > 2_000);
                 if failed.len() >= done * 2 && quiet {
                     h.tools.fail_next(tool, 2, 503);
                     *injected.entry(tool).or_default() += 1;
