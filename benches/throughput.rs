@@ -899,7 +899,9 @@ async fn worker_phase(
     let stop = Arc::new(AtomicBool::new(false));
     let sampler = sample(worker.pid(), worker.listen.clone(), stop.clone());
     eprintln!(
-        "[{phase}] worker ready; driving {} conversations",
+        "[{phase}] worker ready (pid {}, metrics http://{}/metrics); driving {} conversations",
+        worker.pid(),
+        worker.listen,
         args.conversations
     );
     let load = drive(
@@ -956,9 +958,48 @@ async fn worker_phase(
     let w = args.model_latency_ms as f64 / 1000.0 * (model_calls / worker_turns);
     row.little_bound = (w > 0.0).then(|| active / w);
     row.notes = format!(
-        "worker turns {worker_turns:.0}; dead letters {dead}; outputs matched to no waiting turn {unmatched}"
+        "worker turns {worker_turns:.0}; dead letters {dead}; outputs matched to no waiting turn {unmatched}; {}",
+        health(&metrics)
     );
+    save_metrics(&fx.log_dir, phase, &metrics);
     Ok(row)
+}
+
+/// Mean seconds of a histogram (all series summed), as `12 ms`.
+fn mean_ms(metrics: &str, name: &str) -> String {
+    let count = metric_sum(metrics, &format!("{name}_count"));
+    if count == 0.0 {
+        return "–".into();
+    }
+    format!(
+        "{:.0} ms",
+        1000.0 * metric_sum(metrics, &format!("{name}_sum")) / count
+    )
+}
+
+/// Where a turn's time went and whether the services misbehaved during the phase (a run with
+/// store errors or commit failures measured an outage, not the worker).
+fn health(metrics: &str) -> String {
+    format!(
+        "mean turn {}, checkpoint load {}, save {}, model call {}, tool call {}, commit {}; checkpoint errors {:.0}, model fallbacks {:.0}, commit failures {:.0}",
+        mean_ms(metrics, "turnstile_turn_duration_seconds"),
+        mean_ms(metrics, "turnstile_checkpoint_load_duration_seconds"),
+        mean_ms(metrics, "turnstile_checkpoint_save_duration_seconds"),
+        mean_ms(metrics, "turnstile_model_request_duration_seconds"),
+        mean_ms(metrics, "turnstile_tool_call_duration_seconds"),
+        mean_ms(metrics, "turnstile_commit_duration_seconds"),
+        metric_sum(metrics, "turnstile_checkpoint_errors_total"),
+        metric_sum(metrics, "turnstile_model_fallbacks_total"),
+        metric_sum(metrics, "turnstile_commit_failures_total"),
+    )
+}
+
+/// Keeps the worker's last scrape next to its log, for diagnosis.
+fn save_metrics(dir: &Path, phase: &str, metrics: &str) {
+    let path = dir.join(format!("{phase}-{}.metrics.txt", unix_secs()));
+    if std::fs::write(&path, metrics).is_ok() {
+        eprintln!("[{phase}] worker metrics saved to {}", path.display());
+    }
 }
 
 /// The ceiling: the same drivers, no engine: read + write + transactional produce per message.
@@ -1242,6 +1283,7 @@ async fn backlog_phase(args: &Args, fx: &Fixture) -> Result<Row, String> {
     let hwm = status_kb(worker.pid(), "VmHWM:");
     worker.stop();
     fx.model.clear_requests();
+    save_metrics(&fx.log_dir, phase, &metrics);
     let turns = metric_sum(&metrics, "turnstile_turns_total");
     let rss = &samples.rss_kb;
     let half = rss.len() / 2;
@@ -1267,12 +1309,13 @@ async fn backlog_phase(args: &Args, fx: &Fixture) -> Result<Row, String> {
         ),
         max_in_flight_seen: Some(samples.max_in_flight),
         notes: format!(
-            "{} inbound waiting at start; lag first/last sample {:.0}/{:.0}; mean RSS first half {:.1} MB, second half {:.1} MB",
+            "{} inbound waiting at start; lag first/last sample {:.0}/{:.0}; mean RSS first half {:.1} MB, second half {:.1} MB; {}",
             args.backlog_messages,
             samples.lag.first().copied().unwrap_or(f64::NAN),
             samples.lag.last().copied().unwrap_or(f64::NAN),
             mean(&rss[..half]),
             mean(&rss[half..]),
+            health(&metrics),
         ),
         ..Row::default()
     };
