@@ -24,7 +24,7 @@ use crate::domain::effect::ToolRequest;
 use crate::domain::engine::Engine;
 use crate::domain::state::AgentState;
 use crate::domain::turn::Turn;
-use crate::message::{decode_turn, DecodeLimits, InboundRecord};
+use crate::message::{decode_turn, encode_outputs, DecodeLimits, InboundRecord};
 use crate::model::scripted::{ModelScript, ScriptedModel};
 use crate::pipeline::process_turn;
 use crate::ports::{CallContext, ToolGateway};
@@ -82,6 +82,8 @@ pub struct CheckReport {
     pub not_dead_lettered: Vec<String>,
     pub state_mismatches: Vec<String>,
     pub tool_mismatches: Vec<String>,
+    /// A turn's committed replies and events differ from the serial replay's (ids or reply text).
+    pub output_mismatches: Vec<String>,
     /// Valid turns the worker dead-lettered (e.g. the store refused a write for too long).
     pub valid_dead_lettered: Vec<String>,
 }
@@ -96,6 +98,7 @@ impl CheckReport {
             ("hostile records not dead-lettered", &self.not_dead_lettered),
             ("state mismatches", &self.state_mismatches),
             ("tool execution mismatches", &self.tool_mismatches),
+            ("reply set mismatches", &self.output_mismatches),
             ("valid turns dead-lettered", &self.valid_dead_lettered),
         ]
     }
@@ -198,6 +201,8 @@ pub async fn check(ev: &Evidence<'_>) -> CheckReport {
     // 2. Outputs: duplicates by output id, orphans, reply sets per turn.
     let mut by_output_id: HashMap<&str, usize> = HashMap::new();
     let mut replies_of: HashMap<&str, usize> = HashMap::new();
+    // Per turn: (output id, reply text) of each committed reply and event.
+    let mut outputs_of: HashMap<&str, Vec<(String, Option<String>)>> = HashMap::new();
     let mut dead_letters_at: HashMap<(i32, i64), usize> = HashMap::new();
     for m in ev.outputs {
         match &m.output_id {
@@ -236,6 +241,15 @@ pub async fn check(ev: &Evidence<'_>) -> CheckReport {
             .or_else(|| m.payload.get("turnid").and_then(Value::as_str));
         match turn_id {
             Some(t) if turn_ids.contains(t) => {
+                let text = m
+                    .payload
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                outputs_of
+                    .entry(t)
+                    .or_default()
+                    .push((m.output_id.clone().unwrap_or_default(), text));
                 if m.topic == ev.replies_topic {
                     r.replies += 1;
                     *replies_of.entry(t).or_default() += 1;
@@ -336,6 +350,11 @@ pub async fn check(ev: &Evidence<'_>) -> CheckReport {
     r.conversations = conversations.len();
     let engine = Engine::new(ev.catalog, ev.settings);
     let mut replay_keys: BTreeSet<String> = BTreeSet::new();
+    let dead_lettered_turns: BTreeSet<&str> = turns
+        .iter()
+        .filter(|(p, o, _)| dead_lettered_valid.contains(&(*p, *o)))
+        .map(|(_, _, t)| t.turn_id.as_str())
+        .collect();
     for (key, list) in &conversations {
         let store = InMemoryCheckpointStore::new();
         let mut failed = None;
@@ -351,9 +370,41 @@ pub async fn check(ev: &Evidence<'_>) -> CheckReport {
                     .cloned()
                     .unwrap_or_default(),
             );
-            if let Err(e) = process_turn(&engine, &store, &model, &tools, turn).await {
-                failed = Some(format!("replay of turn {} failed: {e}", turn.turn_id));
-                break;
+            let processed = match process_turn(&engine, &store, &model, &tools, turn).await {
+                Ok(p) => p,
+                Err(e) => {
+                    failed = Some(format!("replay of turn {} failed: {e}", turn.turn_id));
+                    break;
+                }
+            };
+            // Exactly one reply set: the committed replies and events of this turn are the
+            // replay's, id for id, and the reply text is the replay's.
+            if !dead_lettered_turns.contains(turn.turn_id.as_str()) {
+                let expected: Vec<(String, Option<String>)> =
+                    encode_outputs(turn, &processed.outcome, 0)
+                        .iter()
+                        .map(|o| {
+                            let v: Value = serde_json::from_slice(&o.payload).unwrap_or_default();
+                            let text = (o.kind == "reply")
+                                .then(|| v.get("text").and_then(Value::as_str).map(str::to_owned))
+                                .flatten();
+                            (o.output_id.clone(), text)
+                        })
+                        .collect();
+                let mut actual = outputs_of
+                    .get(turn.turn_id.as_str())
+                    .cloned()
+                    .unwrap_or_default();
+                actual.sort();
+                actual.dedup();
+                let mut expected_sorted = expected;
+                expected_sorted.sort();
+                if actual != expected_sorted {
+                    r.output_mismatches.push(format!(
+                        "turn {}: committed {:?}, the serial replay gives {:?}",
+                        turn.turn_id, actual, expected_sorted
+                    ));
+                }
             }
             let executed = tools.executed.into_inner().unwrap_or_default();
             replay_keys.extend(executed.into_iter().map(|(_, k)| k));

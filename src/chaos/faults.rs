@@ -1053,7 +1053,7 @@ pub fn readyz(port: u16) -> bool {
 /// The summary table of some reports, one row per fault.
 pub fn render_table(reports: &[FaultReport]) -> String {
     let mut out = String::from(
-        "| fault | turns | hostile | replies | events | dead letters | tool execs | duplicates | lost | orphans | not dead-lettered | state mismatches | tool mismatches | kills/restarts | faults injected | wall | verdict |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| fault | turns | hostile | replies | events | dead letters | tool execs | duplicates | lost | orphans | not dead-lettered | state mismatches | tool mismatches | reply-set mismatches | kills/restarts | faults injected | wall | verdict |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in reports {
         let c = &r.check;
@@ -1065,7 +1065,7 @@ pub fn render_table(reports: &[FaultReport]) -> String {
             "FAIL".to_owned()
         };
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}/{} | {} | {:.0} s | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}/{} | {} | {:.0} s | {} |\n",
             r.fault.name(),
             r.produced_valid,
             r.produced_hostile,
@@ -1079,6 +1079,7 @@ pub fn render_table(reports: &[FaultReport]) -> String {
             c.not_dead_lettered.len(),
             c.state_mismatches.len(),
             c.tool_mismatches.len(),
+            c.output_mismatches.len(),
             r.kills,
             r.restarts,
             r.injected(),
