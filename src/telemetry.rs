@@ -188,6 +188,8 @@ pub fn init_logging() {
         .json()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_current_span(false)
+        // A turn's lines carry its span's topic, partition, offset and tenant_id.
+        .with_current_span(true)
+        .with_span_list(false)
         .try_init();
 }

@@ -697,7 +697,33 @@ where
     }
 }
 
+/// Processes one record inside a span carrying its topic, partition, offset and tenant (the
+/// span is attached to the future, never entered across an await).
 async fn process_record<M, T>(
+    shared: &Shared<M, T>,
+    record: FetchedRecord,
+    key: String,
+    epoch: i64,
+    committed_mark: i64,
+) -> Finished
+where
+    M: DecisionModel + Send + Sync,
+    T: ToolGateway + Send + Sync,
+{
+    use tracing::Instrument;
+    let span = tracing::info_span!(
+        "turn",
+        topic = %shared.topics.inbound,
+        partition = record.partition,
+        offset = record.offset,
+        tenant_id = tracing::field::Empty
+    );
+    apply_record(shared, record, key, epoch, committed_mark)
+        .instrument(span)
+        .await
+}
+
+async fn apply_record<M, T>(
     shared: &Shared<M, T>,
     record: FetchedRecord,
     key: String,
@@ -725,8 +751,6 @@ where
         fenced: false,
         outcome: "applied",
     };
-    let span = tracing::info_span!("turn", topic = %shared.topics.inbound, partition = record.partition, offset = record.offset, tenant_id = tracing::field::Empty);
-    let _enter = span.enter();
     let dead_letter = |finished: &mut Finished, rejection: Rejection| {
         counter!(telemetry::DEAD_LETTERS_TOTAL, "reason" => rejection.reason.as_str()).increment(1);
         tracing::warn!(reason = rejection.reason.as_str(), detail = %rejection.detail, "Turn dead-lettered.");
@@ -743,7 +767,7 @@ where
             return finished;
         }
     };
-    span.record("tenant_id", turn.identity.tenant_id.as_str());
+    tracing::Span::current().record("tenant_id", turn.identity.tenant_id.as_str());
     finished.turn_id = turn.turn_id.clone();
     let engine = Engine::new(&services.catalog, &services.settings);
     loop {
