@@ -199,14 +199,21 @@ pub async fn check(ev: &Evidence<'_>) -> CheckReport {
     let turn_ids: BTreeSet<&str> = turns.iter().map(|(_, _, t)| t.turn_id.as_str()).collect();
 
     // 2. Outputs: duplicates by output id, orphans, reply sets per turn.
-    let mut by_output_id: HashMap<&str, usize> = HashMap::new();
+    // Output id → where each copy is (topic partition@offset), for the duplicate findings.
+    let mut by_output_id: HashMap<&str, Vec<String>> = HashMap::new();
     let mut replies_of: HashMap<&str, usize> = HashMap::new();
     // Per turn: (output id, reply text) of each committed reply and event.
     let mut outputs_of: HashMap<&str, Vec<(String, Option<String>)>> = HashMap::new();
     let mut dead_letters_at: HashMap<(i32, i64), usize> = HashMap::new();
     for m in ev.outputs {
         match &m.output_id {
-            Some(id) => *by_output_id.entry(id.as_str()).or_default() += 1,
+            Some(id) => by_output_id.entry(id.as_str()).or_default().push(format!(
+                "{} {}@{} turn {}",
+                m.topic.rsplit('.').next().unwrap_or(""),
+                m.partition,
+                m.offset,
+                m.turn_id.as_deref().unwrap_or("-")
+            )),
             None => r.orphans.push(format!(
                 "{} {}@{} has no output_id header",
                 m.topic, m.partition, m.offset
@@ -267,11 +274,18 @@ pub async fn check(ev: &Evidence<'_>) -> CheckReport {
             )),
         }
     }
-    for (id, n) in &by_output_id {
-        if *n > 1 {
-            r.duplicates
-                .push(format!("output_id {id} committed {n} times"));
-        }
+    let mut repeated: Vec<(&str, &Vec<String>)> = by_output_id
+        .iter()
+        .filter(|(_, at)| at.len() > 1)
+        .map(|(id, at)| (*id, at))
+        .collect();
+    repeated.sort();
+    for (id, at) in repeated {
+        r.duplicates.push(format!(
+            "output_id {id} committed {} times: {}",
+            at.len(),
+            at.join(", ")
+        ));
     }
     // Each turn's replies must come from one reply set: distinct output ids, so a second set of
     // the same turn would show up as repeated output ids (checked above). A turn with none is lost.

@@ -509,6 +509,8 @@ struct Harness {
     produced: Arc<AtomicUsize>,
     produce_error: Arc<std::sync::Mutex<Option<String>>>,
     reader: OutputReader,
+    /// A failed run keeps its topics for inspection.
+    keep_topics: bool,
     /// Last: the servers and the store session run on it.
     rt: Runtime,
 }
@@ -616,6 +618,7 @@ impl Harness {
             tools,
             store,
             reader,
+            keep_topics: false,
             rt,
         })
     }
@@ -892,6 +895,7 @@ impl Harness {
             valid / 4
         };
         let _ = plan;
+        self.keep_topics = !check.passed(valid, min_executions.max(1));
         FaultReport {
             fault,
             run_id: self.id.clone(),
@@ -918,6 +922,16 @@ impl Drop for Harness {
         }
         // The binary's hard link would keep an old build alive on disk after the next one.
         let _ = std::fs::remove_file(&self.exe);
+        if self.keep_topics {
+            eprintln!(
+                "  topics kept for inspection: {}, {}, {}, {}",
+                self.topics.inbound,
+                self.topics.replies,
+                self.topics.events,
+                self.topics.dead_letters
+            );
+            return;
+        }
         let names = [
             self.topics.inbound.clone(),
             self.topics.replies.clone(),

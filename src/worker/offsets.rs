@@ -75,12 +75,22 @@ impl PartitionOffsets {
 
     /// The completed offsets above the mark that fit in the commit metadata, and the metadata.
     /// Outputs of completed offsets that do not fit must wait for a later commit.
+    ///
+    /// Offsets the previous owner finished above its mark (`restored`) are carried over until
+    /// the mark passes them: a commit made before they are delivered again must not forget them,
+    /// or the owner after a second crash would run them again and republish their outputs.
     pub fn commit_metadata(&self) -> (String, Vec<i64>) {
         let mark = self.low_water_mark();
         let mut included = Vec::new();
         let mut bytes = Vec::new();
         let mut prev = mark;
-        for &o in self.completed.range(mark..) {
+        let finished: BTreeSet<i64> = self
+            .completed
+            .range(mark..)
+            .chain(self.restored.range(mark..))
+            .copied()
+            .collect();
+        for &o in &finished {
             let mut varint = Vec::with_capacity(5);
             put_varint(&mut varint, (o - prev) as u64);
             // base64 grows 4/3; keep the prefix in the budget.
@@ -175,6 +185,34 @@ mod tests {
         assert!(restored.is_completed(12), "below the committed mark");
         p.complete(13);
         assert_eq!(p.low_water_mark(), 15);
+    }
+
+    /// Found by the fault harness (`turnstile chaos --fault sigkill --long --seed 2`: 9 turns'
+    /// replies and events committed twice): an owner that commits before the previous owner's
+    /// finished offsets are delivered again must keep them in its metadata.
+    #[test]
+    fn restored_offsets_survive_a_commit_made_before_their_redelivery() {
+        let mut first = PartitionOffsets::from_commit(10, "");
+        for o in 10..18 {
+            first.deliver(o);
+        }
+        for o in [10, 11, 15, 17] {
+            first.complete(o);
+        }
+        let (meta, _) = first.commit_metadata();
+        // Crash. The next owner starts from (12, {15, 17}) and commits after finishing 12 and 13
+        // only, before 15 and 17 are delivered again.
+        let mut second = PartitionOffsets::from_commit(first.low_water_mark(), &meta);
+        assert!(second.is_completed(15) && second.is_completed(17));
+        second.deliver(12);
+        second.deliver(13);
+        second.complete(12);
+        second.complete(13);
+        let (meta2, _) = second.commit_metadata();
+        // Crash again: the third owner must still skip 15 and 17.
+        let third = PartitionOffsets::from_commit(second.low_water_mark(), &meta2);
+        assert!(third.is_completed(15) && third.is_completed(17));
+        assert!(!third.is_completed(14) && !third.is_completed(16));
     }
 
     #[test]
