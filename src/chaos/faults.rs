@@ -41,7 +41,10 @@ use crate::testkit::model_server::ModelServer;
 use crate::testkit::tool_server::{ToolAction, ToolServer};
 
 pub const KEYSPACE: &str = "turnstile_chaos";
+/// The agents file the run's config is derived from: the same, but the assistant serves only the
+/// run's tenant, so hostile records from another tenant are `unknown_tenant`.
 pub const CONFIG: &str = "config/agents.example.yaml";
+const SERVE_ALL: &str = r#"- {tenant: "*", tools: "*"}"#;
 pub const PROFILES: &str = "config/profiles.example.yaml";
 pub const LOG_ROOT: &str = "target/chaos";
 const TENANT: &str = "acme";
@@ -438,7 +441,7 @@ fn hostile_record(rng: &mut Rng, victim: &Identity, run: &str, n: usize) -> RawR
             "text": "cancel my order",
         })
     };
-    match rng.below(20) {
+    match rng.below(22) {
         0..=2 => (key, Some(b"{\"turn_id\": \"x\", \"text\": ".to_vec())),
         3..=5 => {
             let mut v = base();
@@ -483,6 +486,12 @@ fn hostile_record(rng: &mut Rng, victim: &Identity, run: &str, n: usize) -> RawR
             v["schema"] = json!("turnstile.turn.v9");
             (key, body(v))
         }
+        19 | 20 => {
+            let mut v = base();
+            v["tenant_id"] = json!("evil-corp");
+            let k = format!("evil-corp/{}/{}", victim.agent_id, victim.session_id);
+            (Some(k.into_bytes()), body(v))
+        }
         _ => (key, Some(vec![0x00, 0x01, 0x02, 0x80, 0x81])),
     }
 }
@@ -509,6 +518,7 @@ struct Harness {
     produced: Arc<AtomicUsize>,
     produce_error: Arc<std::sync::Mutex<Option<String>>>,
     reader: OutputReader,
+    catalog: crate::domain::catalog::Catalog,
     /// A failed run keeps its topics for inspection.
     keep_topics: bool,
     /// Last: the servers and the store session run on it.
@@ -561,6 +571,21 @@ impl Harness {
         std::fs::create_dir_all(&log_dir)
             .map_err(|e| format!("cannot create {}: {e}", log_dir.display()))?;
         let exe = snapshot_binary(&log_dir)?;
+        let example = std::fs::read_to_string(CONFIG).map_err(|e| format!("{CONFIG}: {e}"))?;
+        if !example.contains(SERVE_ALL) {
+            return Err(format!("{CONFIG} has no `{SERVE_ALL}` rule to restrict"));
+        }
+        let config_path = log_dir.join("agents.yaml");
+        std::fs::write(
+            &config_path,
+            example.replace(
+                SERVE_ALL,
+                &format!(r#"- {{tenant: "{TENANT}", tools: "*"}}"#),
+            ),
+        )
+        .map_err(|e| format!("{}: {e}", config_path.display()))?;
+        let catalog =
+            load_catalog(&config_path).map_err(|e| format!("{}: {e}", config_path.display()))?;
         let group_id = format!("turnstile-chaos-{id}");
         let mut env: Vec<(String, String)> = PASSTHROUGH_ENV
             .iter()
@@ -572,7 +597,7 @@ impl Harness {
                 std::env::var("RUST_LOG")
                     .unwrap_or_else(|_| "warn,turnstile::worker::consumer=info".into()),
             ),
-            ("TURNSTILE_CONFIG", CONFIG.to_owned()),
+            ("TURNSTILE_CONFIG", config_path.display().to_string()),
             ("TURNSTILE_PROFILES", PROFILES.to_owned()),
             ("TURNSTILE_BROKERS", brokers.clone()),
             ("TURNSTILE_GROUP_ID", group_id.clone()),
@@ -618,6 +643,7 @@ impl Harness {
             tools,
             store,
             reader,
+            catalog,
             keep_topics: false,
             rt,
         })
@@ -843,7 +869,7 @@ impl Harness {
             };
             states.insert(id.key(), state);
         }
-        let catalog = load_catalog(Path::new(CONFIG)).unwrap_or_default();
+        let catalog = self.catalog.clone();
         let settings = settings_from_env(|_| None).unwrap_or_default();
         let executions = self.tools.executions();
         let evidence = Evidence {
