@@ -361,7 +361,9 @@ fn metric_sum(text: &str, name: &str) -> f64 {
                 .is_some_and(|r| r.starts_with('{') || r.starts_with(' '))
         })
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+        .sum::<f64>()
+        // An empty sum is -0.0, which would print as "-0".
+        + 0.0
 }
 
 fn free_port() -> u16 {
