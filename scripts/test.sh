@@ -24,7 +24,7 @@ else
 fi
 
 # One debug build serves the tests and the scenario runs (a release build would double CI time).
-cargo test --locked --all-targets -- --test-threads=2
+RUST_TEST_THREADS=2 cargo test --locked --all-targets
 cargo build --locked --bin turnstile
 echo "== scenarios, in process"
 ./target/debug/turnstile scenarios "${paths[@]}"
