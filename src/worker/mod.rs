@@ -686,7 +686,9 @@ where
     loop {
         match op().await {
             Ok(r) => return Ok(r),
-            Err(e) if e.is_retryable() => {
+            // Every store error but fencing pauses the turn: a good turn is never dead-lettered
+            // because the store misbehaves (an operator sees the WARN lines and the metric).
+            Err(e) if !matches!(e, StoreError::Fenced) => {
                 counter!(telemetry::CHECKPOINT_ERRORS_TOTAL, "op" => what).increment(1);
                 tracing::warn!(op = what, error = %e, delay_ms = delay.as_millis() as u64, "Checkpoint store unavailable; retrying.");
                 tokio::time::sleep(delay).await;
@@ -844,7 +846,16 @@ where
         .await
         {
             Ok(p) => p,
-            Err(PipelineError::Store(e)) if e.is_retryable() => {
+            Err(PipelineError::Store(StoreError::Fenced)) => {
+                tracing::warn!(
+                    epoch,
+                    "Fenced mid-turn: a newer owner holds this conversation."
+                );
+                finished.fenced = true;
+                finished.outcome = "fenced";
+                return finished;
+            }
+            Err(PipelineError::Store(e)) => {
                 tracing::warn!(error = %e, "Checkpoint store failed mid-turn; retrying the turn.");
                 tokio::time::sleep(Duration::from_millis(500)).await;
                 continue;
