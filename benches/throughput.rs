@@ -196,87 +196,22 @@ fn main() {
 // Shared fixtures
 // ---------------------------------------------------------------------------------------------
 
-/// Kafka helpers (the same as `testkit::bus`, kept here so the bench builds on its own).
+/// Kafka helpers: the project's `testkit::bus`, plus the bench's turn shape.
 mod bus {
-    use std::time::Duration;
+    pub use turnstile::testkit::bus::{brokers, create_topics, unique_suffix, unique_topics};
 
-    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-    use rdkafka::client::DefaultClientContext;
-    use rdkafka::config::ClientConfig;
-    use serde_json::Value;
-    use turnstile::message::Topics;
-
-    pub fn brokers() -> String {
-        std::env::var("KAFKA_BROKERS").unwrap_or_else(|_| "127.0.0.1:9092".into())
-    }
-
-    pub fn unique_suffix() -> String {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static N: AtomicU64 = AtomicU64::new(0);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        format!(
-            "{:x}{:x}{}",
-            std::process::id(),
-            nanos % 0xffff_ffff_ffff,
-            N.fetch_add(1, Ordering::Relaxed)
-        )
-    }
-
-    pub fn unique_topics(prefix: &str) -> Topics {
-        let s = unique_suffix();
-        Topics {
-            inbound: format!("{prefix}.{s}.turns"),
-            replies: format!("{prefix}.{s}.replies"),
-            events: format!("{prefix}.{s}.events"),
-            dead_letters: format!("{prefix}.{s}.dead-letters"),
-        }
-    }
-
-    /// The inbound topic with `partitions`; replies and events with 3; dead letters with 1.
-    pub async fn create_topics(
-        brokers: &str,
-        topics: &Topics,
-        partitions: i32,
-    ) -> Result<(), String> {
-        let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-            .set("bootstrap.servers", brokers)
-            .create()
-            .map_err(|e| format!("admin client: {e}"))?;
-        let specs = [
-            NewTopic::new(&topics.inbound, partitions, TopicReplication::Fixed(1)),
-            NewTopic::new(&topics.replies, 3, TopicReplication::Fixed(1)),
-            NewTopic::new(&topics.events, 3, TopicReplication::Fixed(1)),
-            NewTopic::new(&topics.dead_letters, 1, TopicReplication::Fixed(1)),
-        ];
-        let results = admin
-            .create_topics(
-                &specs,
-                &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
-            )
-            .await
-            .map_err(|e| format!("cannot reach Kafka at {brokers}: {e}"))?;
-        for r in results {
-            if let Err((topic, code)) = r {
-                return Err(format!("create topic {topic}: {code}"));
-            }
-        }
-        Ok(())
-    }
-
-    /// The inbound JSON of a text turn (schemas/turn.v1.json).
+    /// The inbound JSON of a text turn of the bench's tenant and assistant.
     pub fn turn_json(session: &str, turn_id: &str, text: &str) -> Vec<u8> {
-        let v = serde_json::json!({
-            "turn_id": turn_id,
-            "tenant_id": super::TENANT,
-            "agent_id": super::AGENT,
-            "session_id": session,
-            "locale": "en",
-            "channel": "test",
-            "text": Value::from(text),
-        });
-        serde_json::to_vec(&v).unwrap_or_default()
+        turnstile::testkit::bus::turn_json(
+            super::TENANT,
+            super::AGENT,
+            session,
+            turn_id,
+            Some(text),
+            None,
+            "en",
+            None,
+        )
     }
 }
 

@@ -19,12 +19,20 @@ pub fn brokers() -> String {
     std::env::var("KAFKA_BROKERS").unwrap_or_else(|_| "127.0.0.1:9092".into())
 }
 
-/// A suffix unique to this process and moment, for topics, groups, keyspaces and sessions.
+/// A suffix unique to this process and moment, for topics, groups, keyspaces and sessions. The
+/// counter keeps two calls within the same clock tick apart.
 pub fn unique_suffix() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
-    format!("{:x}{:x}", std::process::id(), nanos % 0xffff_ffff_ffff)
+    format!(
+        "{:x}{:x}{}",
+        std::process::id(),
+        nanos % 0xffff_ffff_ffff,
+        N.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// Topic names with a unique suffix, so runs never share data.
