@@ -256,7 +256,7 @@ impl<'a> Run<'a> {
         self.state.active_agent = None;
         self.state.human_handoff_requested = false;
         self.state.session_ended = false;
-        self.state.history.clear();
+        self.state.history.make_mut().clear();
     }
 
     /// LC-4: a transaction found in EXECUTING re-issues the same call with the same key.

@@ -1,6 +1,8 @@
 //! The per-conversation state (`AgentState`, ST-1), its projections (ST-2) and its migrations (ST-4).
 
 use std::collections::BTreeMap;
+use std::ops::Deref;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -39,6 +41,63 @@ pub struct HistoryEntry {
     pub at_ms: i64,
 }
 
+/// A list shared between copies of a state until one of them changes it. The engine replays a
+/// turn from its base state once per request, so cloning the history and the applied turn ids
+/// (up to 84 strings) on every replay cost more than the decision itself. Serialised as the
+/// plain JSON array.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedList<T>(Arc<Vec<T>>);
+
+impl<T> SharedList<T> {
+    pub fn new() -> Self {
+        SharedList(Arc::new(Vec::new()))
+    }
+}
+
+impl<T: Clone> SharedList<T> {
+    /// The list to change: copied first only if another state still shares it.
+    pub fn make_mut(&mut self) -> &mut Vec<T> {
+        Arc::make_mut(&mut self.0)
+    }
+}
+
+impl<T> Default for SharedList<T> {
+    fn default() -> Self {
+        SharedList::new()
+    }
+}
+
+impl<T> Deref for SharedList<T> {
+    type Target = Vec<T>;
+    fn deref(&self) -> &Vec<T> {
+        &self.0
+    }
+}
+
+impl<T> From<Vec<T>> for SharedList<T> {
+    fn from(v: Vec<T>) -> Self {
+        SharedList(Arc::new(v))
+    }
+}
+
+impl<T: PartialEq> PartialEq<Vec<T>> for SharedList<T> {
+    fn eq(&self, other: &Vec<T>) -> bool {
+        *self.0 == *other
+    }
+}
+
+impl<T: Serialize> Serialize for SharedList<T> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for SharedList<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Vec::deserialize(deserializer).map(SharedList::from)
+    }
+}
+
 /// The seed's `selected_tool_call` / `pending_tool_call` shape: compatibility projections only.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {
@@ -64,8 +123,8 @@ pub struct AgentState {
     pub active_agent: Option<String>,
     pub human_handoff_requested: bool,
     pub session_ended: bool,
-    pub history: Vec<HistoryEntry>,
-    pub applied_turn_ids: Vec<String>,
+    pub history: SharedList<HistoryEntry>,
+    pub applied_turn_ids: SharedList<String>,
     pub last_turn_at_ms: Option<i64>,
 }
 
@@ -87,8 +146,8 @@ impl Default for AgentState {
             active_agent: None,
             human_handoff_requested: false,
             session_ended: false,
-            history: Vec::new(),
-            applied_turn_ids: Vec::new(),
+            history: SharedList::new(),
+            applied_turn_ids: SharedList::new(),
             last_turn_at_ms: None,
         }
     }
@@ -138,10 +197,11 @@ impl AgentState {
     }
 
     pub fn push_history(&mut self, entry: HistoryEntry) {
-        self.history.push(entry);
-        if self.history.len() > HISTORY_MAX {
-            let excess = self.history.len() - HISTORY_MAX;
-            self.history.drain(..excess);
+        let history = self.history.make_mut();
+        history.push(entry);
+        if history.len() > HISTORY_MAX {
+            let excess = history.len() - HISTORY_MAX;
+            history.drain(..excess);
         }
     }
 
@@ -150,10 +210,11 @@ impl AgentState {
     }
 
     pub fn mark_applied(&mut self, turn_id: &str) {
-        self.applied_turn_ids.push(turn_id.to_owned());
-        if self.applied_turn_ids.len() > APPLIED_TURN_IDS_MAX {
-            let excess = self.applied_turn_ids.len() - APPLIED_TURN_IDS_MAX;
-            self.applied_turn_ids.drain(..excess);
+        let applied = self.applied_turn_ids.make_mut();
+        applied.push(turn_id.to_owned());
+        if applied.len() > APPLIED_TURN_IDS_MAX {
+            let excess = applied.len() - APPLIED_TURN_IDS_MAX;
+            applied.drain(..excess);
         }
     }
 }
