@@ -218,7 +218,8 @@ where
                 state: state::encode(&executing),
                 in_flight: Some(serde_json::to_vec(&in_flight).unwrap_or_default()),
             };
-            store.save(&turn.identity, record).await?;
+            // Boxed: the store's future is large and this await is rare (one per execution).
+            Box::pin(store.save(&turn.identity, record)).await?;
             Answer::Persisted
         }
     })
