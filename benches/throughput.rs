@@ -975,7 +975,7 @@ async fn worker_phase(
     let active = args.conversations.min(row.in_flight_cap) as f64;
     let w = args.model_latency_ms as f64 / 1000.0 * (model_calls / worker_turns);
     row.little_bound = (w > 0.0).then(|| active / w);
-    row.dead_letters = dead as u64;
+    row.dead_letters = dead;
     row.notes = format!(
         "worker turns {worker_turns:.0}; dead letters {dead}; outputs matched to no waiting turn {unmatched}; {}",
         health(&metrics)
