@@ -10,6 +10,7 @@ pub const MODEL_REQUESTS_TOTAL: &str = "turnstile_model_requests_total";
 pub const MODEL_REQUEST_DURATION_SECONDS: &str = "turnstile_model_request_duration_seconds";
 pub const MODEL_FALLBACKS_TOTAL: &str = "turnstile_model_fallbacks_total";
 pub const MODEL_SPECULATIVE_DISCARDED_TOTAL: &str = "turnstile_model_speculative_discarded_total";
+pub const MODEL_REQUESTS_WAITING: &str = "turnstile_model_requests_waiting";
 // Tool and pre-validation webhooks.
 pub const TOOL_CALLS_TOTAL: &str = "turnstile_tool_calls_total";
 pub const TOOL_CALL_DURATION_SECONDS: &str = "turnstile_tool_call_duration_seconds";
@@ -49,6 +50,11 @@ pub fn describe() {
         MODEL_REQUESTS_TOTAL,
         Unit::Count,
         "Model calls by skill, profile and outcome."
+    );
+    describe_gauge!(
+        MODEL_REQUESTS_WAITING,
+        Unit::Count,
+        "Model calls waiting for a slot (TURNSTILE_MODEL_MAX_CONCURRENCY)."
     );
     describe_histogram!(
         MODEL_REQUEST_DURATION_SECONDS,

@@ -1039,3 +1039,40 @@ async fn classify_command_configuration_errors() {
     assert!(run.stderr.contains("not a url"), "{}", run.stderr);
     let _ = std::fs::remove_file(profiles);
 }
+
+// Operations: with_max_concurrency bounds the calls (and so the connections) in progress; the
+// others wait for a slot, and the wait does not eat into the profile's timeout.
+#[tokio::test]
+async fn concurrency_cap_bounds_calls_in_progress() {
+    let server = ModelServer::start().await;
+    server.set_default(
+        Skill::Classifier,
+        Behaviour::answer(json!({"decision": "CONTINUE", "confidence": 0.97}))
+            .with_latency(Duration::from_millis(300)),
+    );
+    // Each call may take 0.8 s; the last pair waits ~0.9 s for a slot before it starts.
+    let model = model_at(&server.base_url(), &settings(), 0.8)
+        .with_max_concurrency(2)
+        .expect("client");
+    let mut calls = tokio::task::JoinSet::new();
+    for i in 0..8 {
+        let model = model.clone();
+        calls.spawn(async move {
+            let id = format!("cap-{i}");
+            let raw = classify_once(&model, &id).await;
+            (id, raw)
+        });
+    }
+    while let Some(done) = calls.join_next().await {
+        let (id, raw) = done.expect("call task");
+        assert!(
+            raw.answer.is_ok(),
+            "{id}: {:?} ({:?})",
+            raw.answer,
+            raw.cause
+        );
+    }
+    assert_eq!(server.requests_for(Skill::Classifier).len(), 8);
+    assert_eq!(server.peak_concurrent_requests(), 2);
+    server.shutdown().await;
+}

@@ -77,6 +77,10 @@ pub async fn run(args: Args) -> u8 {
     if let Some(url) = &args.model_base_url {
         model = model.with_base_url_override(url);
     }
+    model = match model.with_max_concurrency(worker_config.model_max_concurrency) {
+        Ok(m) => m,
+        Err(e) => return config_error(&e.to_string()),
+    };
     // A profile without an endpoint would make every turn fall back silently: refuse to start.
     if let Err(e) = model.check_endpoints() {
         return config_error(&format!(

@@ -30,7 +30,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use metrics::{counter, histogram};
+use metrics::{counter, gauge, histogram};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use serde_json::Value;
 
@@ -45,7 +45,7 @@ use crate::model::output::{
 };
 use crate::model::prompt::{self, ChatMessage};
 use crate::ports::{CallContext, DecisionModel};
-use crate::telemetry::{MODEL_REQUESTS_TOTAL, MODEL_REQUEST_DURATION_SECONDS};
+use crate::telemetry::{self, MODEL_REQUESTS_TOTAL, MODEL_REQUEST_DURATION_SECONDS};
 
 /// Which component is calling (`classifier` | `router` | `interpreter`).
 pub const SKILL_HEADER: &str = "X-Turnstile-Skill";
@@ -251,6 +251,16 @@ impl Failed {
     }
 }
 
+fn http_client(max_idle: usize) -> Result<reqwest::Client, ModelConfigError> {
+    reqwest::Client::builder()
+        // A model endpoint never redirects legitimately; following one would re-send the body.
+        .redirect(reqwest::redirect::Policy::none())
+        .pool_idle_timeout(Duration::from_secs(60))
+        .pool_max_idle_per_host(max_idle)
+        .build()
+        .map_err(|e| ModelConfigError::Client(e.to_string()))
+}
+
 #[derive(Clone)]
 struct Inner {
     client: reqwest::Client,
@@ -260,6 +270,8 @@ struct Inner {
     classifier: Option<Endpoint>,
     /// Router and interpreter profiles of every assistant, by profile name.
     endpoints: BTreeMap<String, Endpoint>,
+    /// Calls allowed at once (`with_max_concurrency`); `None` = unbounded.
+    slots: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 /// The model adapter over an OpenAI-compatible chat-completions API. Cheap to clone; one pooled
@@ -328,12 +340,7 @@ impl OpenAiCompatibleModel {
                 endpoints.insert(name.clone(), Endpoint::new(profile, &env)?);
             }
         }
-        let client = reqwest::Client::builder()
-            // A model endpoint never redirects legitimately; following one would re-send the body.
-            .redirect(reqwest::redirect::Policy::none())
-            .pool_idle_timeout(Duration::from_secs(60))
-            .build()
-            .map_err(|e| ModelConfigError::Client(e.to_string()))?;
+        let client = http_client(usize::MAX)?;
         Ok(OpenAiCompatibleModel {
             inner: Arc::new(Inner {
                 client,
@@ -341,7 +348,21 @@ impl OpenAiCompatibleModel {
                 settings,
                 classifier,
                 endpoints,
+                slots: None,
             }),
+        })
+    }
+
+    /// At most `n` calls at once; the others wait for a slot (`turnstile_model_requests_waiting`)
+    /// before their timeout starts. Over HTTP/1.1 every call in progress holds a connection and
+    /// its buffers, so without a cap 10,000 turns waiting on a slow model meant 10,000 sockets.
+    pub fn with_max_concurrency(self, n: usize) -> Result<Self, ModelConfigError> {
+        let n = n.max(1);
+        let mut inner = Arc::unwrap_or_clone(self.inner);
+        inner.client = http_client(n)?;
+        inner.slots = Some(Arc::new(tokio::sync::Semaphore::new(n)));
+        Ok(OpenAiCompatibleModel {
+            inner: Arc::new(inner),
         })
     }
 
@@ -484,6 +505,16 @@ impl OpenAiCompatibleModel {
         ctx: CallContext<'_>,
         parse: fn(&Value) -> ModelAnswer<T>,
     ) -> RawAnswer<T> {
+        let _slot = match &self.inner.slots {
+            Some(slots) => {
+                let waiting = gauge!(telemetry::MODEL_REQUESTS_WAITING);
+                waiting.increment(1.0);
+                let slot = slots.clone().acquire_owned().await.ok();
+                waiting.decrement(1.0);
+                slot
+            }
+            None => None,
+        };
         let started = Instant::now();
         let body = prompt::chat_request(&endpoint.profile, max_tokens, messages);
         let exchanged = match tokio::time::timeout(

@@ -171,6 +171,26 @@ struct Shared {
     requests: Mutex<Vec<RecordedRequest>>,
     shutdown: watch::Receiver<bool>,
     served: AtomicU64,
+    /// Chat requests being answered now, and the most seen at once.
+    open: AtomicU64,
+    peak_open: AtomicU64,
+}
+
+/// Counts a chat request as open until dropped (every return path of the handler).
+struct OpenRequest<'a>(&'a Shared);
+
+impl<'a> OpenRequest<'a> {
+    fn new(shared: &'a Shared) -> Self {
+        let now = shared.open.fetch_add(1, Ordering::SeqCst) + 1;
+        shared.peak_open.fetch_max(now, Ordering::SeqCst);
+        OpenRequest(shared)
+    }
+}
+
+impl Drop for OpenRequest<'_> {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// A poisoned lock only means another test thread panicked; the data is still usable.
@@ -209,6 +229,8 @@ impl ModelServer {
             requests: Mutex::default(),
             shutdown: shutdown.clone(),
             served: AtomicU64::new(0),
+            open: AtomicU64::new(0),
+            peak_open: AtomicU64::new(0),
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(chat))
@@ -290,6 +312,11 @@ impl ModelServer {
             .collect()
     }
 
+    /// The most chat requests this server was answering at the same time.
+    pub fn peak_concurrent_requests(&self) -> u64 {
+        self.shared.peak_open.load(Ordering::SeqCst)
+    }
+
     pub fn clear_requests(&self) {
         lock(&self.shared.requests).clear();
     }
@@ -359,6 +386,7 @@ async fn not_found(
 }
 
 async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    let _open = OpenRequest::new(&shared);
     let recorded = record(&shared, "/v1/chat/completions", &headers, &body);
     let skill = recorded.skill.as_deref().and_then(parse_skill);
     let behaviour = choose(&shared, skill, recorded.turn_id.as_deref());

@@ -18,6 +18,8 @@ pub struct WorkerConfig {
     pub max_in_flight_per_partition: usize,
     /// Turns running at once in the whole process.
     pub max_in_flight: usize,
+    /// Model calls in progress at once (each holds an HTTP connection); the rest wait.
+    pub model_max_concurrency: usize,
     /// Records fetched but not started, per partition, before the partition is paused.
     pub max_buffered_per_partition: usize,
     /// Bytes of fetched, unstarted records in the process before every partition is paused.
@@ -49,6 +51,7 @@ impl Default for WorkerConfig {
             topics: Topics::default(),
             max_in_flight_per_partition: 256,
             max_in_flight: 10_000,
+            model_max_concurrency: 1024,
             max_buffered_per_partition: 2_000,
             max_buffered_bytes: 64 * 1024 * 1024,
             max_payload_bytes: 64 * 1024,
@@ -102,6 +105,11 @@ impl WorkerConfig {
             1,
         );
         number("TURNSTILE_MAX_IN_FLIGHT", &mut c.max_in_flight, 1);
+        number(
+            "TURNSTILE_MODEL_MAX_CONCURRENCY",
+            &mut c.model_max_concurrency,
+            1,
+        );
         number(
             "TURNSTILE_MAX_BUFFERED_PER_PARTITION",
             &mut c.max_buffered_per_partition,
