@@ -73,41 +73,58 @@ impl PartitionOffsets {
         self.completed = self.completed.split_off(&mark);
     }
 
-    /// The completed offsets above the mark that fit in the commit metadata, and the metadata.
-    /// Outputs of completed offsets that do not fit must wait for a later commit.
+    /// The finished offsets above the mark that go in the commit metadata, and the metadata.
     ///
-    /// Offsets the previous owner finished above its mark (`restored`) are carried over until
-    /// the mark passes them: a commit made before they are delivered again must not forget them,
-    /// or the owner after a second crash would run them again and republish their outputs.
+    /// Offsets the previous owner finished above its mark (`restored`) always go in, until the
+    /// mark passes them: their outputs are committed already, so an owner after a second crash
+    /// that did not know them would run them again and republish. They always fit: they are a
+    /// suffix of what the previous owner encoded within the same budget, measured from a mark at
+    /// least as high. This owner's completed offsets fill the rest of the budget in offset order;
+    /// the outputs of those that do not fit wait for a later commit.
     pub fn commit_metadata(&self) -> (String, Vec<i64>) {
         let mark = self.low_water_mark();
-        let mut included = Vec::new();
-        let mut bytes = Vec::new();
-        let mut prev = mark;
-        let finished: BTreeSet<i64> = self
-            .completed
-            .range(mark..)
-            .chain(self.restored.range(mark..))
-            .copied()
-            .collect();
-        for &o in &finished {
-            let mut varint = Vec::with_capacity(5);
-            put_varint(&mut varint, (o - prev) as u64);
-            // base64 grows 4/3; keep the prefix in the budget.
-            if (bytes.len() + varint.len()).div_ceil(3) * 4 + METADATA_PREFIX.len()
-                > METADATA_MAX_BYTES
-            {
+        let mut chosen: BTreeSet<i64> = self.restored.range(mark..).copied().collect();
+        let mut size: usize = {
+            let mut prev = mark;
+            chosen
+                .iter()
+                .map(|&o| {
+                    let n = varint_len(o - prev);
+                    prev = o;
+                    n
+                })
+                .sum()
+        };
+        let fits = |size: usize| size.div_ceil(3) * 4 + METADATA_PREFIX.len() <= METADATA_MAX_BYTES;
+        for &o in self.completed.range(mark..) {
+            if chosen.contains(&o) {
+                continue;
+            }
+            let prev = chosen.range(..o).next_back().copied().unwrap_or(mark);
+            let next = chosen.range(o..).next().copied();
+            // Inserting o splits the gap prev → next into prev → o → next.
+            let grown = size + varint_len(o - prev) + next.map_or(0, |n| varint_len(n - o))
+                - next.map_or(0, |n| varint_len(n - prev));
+            if !fits(grown) {
                 break;
             }
-            bytes.extend_from_slice(&varint);
-            included.push(o);
+            chosen.insert(o);
+            size = grown;
+        }
+        if chosen.is_empty() {
+            return (String::new(), Vec::new());
+        }
+        let mut bytes = Vec::with_capacity(size);
+        let mut prev = mark;
+        for &o in &chosen {
+            put_varint(&mut bytes, (o - prev) as u64);
             prev = o;
         }
-        if included.is_empty() {
-            return (String::new(), included);
-        }
         let encoded = base64::engine::general_purpose::STANDARD_NO_PAD.encode(&bytes);
-        (format!("{METADATA_PREFIX}{encoded}"), included)
+        (
+            format!("{METADATA_PREFIX}{encoded}"),
+            chosen.into_iter().collect(),
+        )
     }
 
     /// Finished offsets held above the mark (head-of-line blocking).
@@ -141,6 +158,12 @@ fn decode_metadata(metadata: &str) -> Vec<u64> {
         out.push(absolute);
     }
     out
+}
+
+/// Bytes of the varint of a non-negative delta.
+fn varint_len(delta: i64) -> usize {
+    let bits = 64 - (delta.max(0) as u64).leading_zeros() as usize;
+    bits.div_ceil(7).max(1)
 }
 
 fn put_varint(out: &mut Vec<u8>, mut v: u64) {
@@ -241,6 +264,51 @@ mod tests {
         let (meta, included) = p.commit_metadata();
         assert!(meta.len() <= METADATA_MAX_BYTES);
         assert!(!included.is_empty() && included.len() < p.pending_above_mark());
+    }
+
+    /// A previous owner's finished offsets fill most of the budget; this owner's own completed
+    /// offsets, interleaved with them, must not push them out of the metadata (they would run
+    /// and publish again after the next crash).
+    #[test]
+    fn restored_offsets_are_never_dropped_for_new_ones() {
+        let mut first = PartitionOffsets::from_commit(0, "");
+        for o in 0..40_000 {
+            first.deliver(o);
+        }
+        for o in (1..40_000).step_by(2) {
+            first.complete(o);
+        }
+        let (meta, carried) = first.commit_metadata();
+        assert!(carried.len() > 2_000, "the budget is nearly full");
+        let mut second = PartitionOffsets::from_commit(0, &meta);
+        for o in 0..40_000 {
+            if !second.is_completed(o) {
+                second.deliver(o);
+            }
+        }
+        // Finish every even offset but 0, so the mark stays at 0 and all of them compete.
+        for o in (2..40_000).step_by(2) {
+            second.complete(o);
+        }
+        let (meta2, included) = second.commit_metadata();
+        assert!(meta2.len() <= METADATA_MAX_BYTES);
+        let third = PartitionOffsets::from_commit(0, &meta2);
+        for o in &carried {
+            assert!(included.contains(o), "restored offset {o} left out");
+            assert!(
+                third.is_completed(*o),
+                "restored offset {o} lost on restart"
+            );
+        }
+    }
+
+    #[test]
+    fn varint_lengths() {
+        for v in [0i64, 1, 127, 128, 16_383, 16_384, 1 << 40] {
+            let mut b = Vec::new();
+            put_varint(&mut b, v as u64);
+            assert_eq!(varint_len(v), b.len(), "{v}");
+        }
     }
 
     proptest! {
