@@ -408,7 +408,7 @@ impl OpenAiCompatibleModel {
         };
         // SC-8: the classifier is capped at ROUTE_STICKINESS_MAX_TOKENS, whatever the profile says.
         let max_tokens = self.inner.settings.route_stickiness_max_tokens;
-        let messages = prompt::classifier_messages(request);
+        let messages = || prompt::classifier_messages(request);
         self.call(
             Skill::Classifier,
             endpoint,
@@ -440,7 +440,7 @@ impl OpenAiCompatibleModel {
                 "the router profile is not resolved".into(),
             );
         };
-        let messages = prompt::router_messages(request, assistant);
+        let messages = || prompt::router_messages(request, assistant);
         self.call(
             Skill::Router,
             endpoint,
@@ -475,7 +475,7 @@ impl OpenAiCompatibleModel {
                 "the interpreter profile is not resolved".into(),
             );
         };
-        let messages = prompt::interpreter_messages(request);
+        let messages = || prompt::interpreter_messages(request);
         self.call(
             Skill::Interpreter,
             endpoint,
@@ -501,7 +501,8 @@ impl OpenAiCompatibleModel {
         skill: Skill,
         endpoint: &Endpoint,
         max_tokens: u32,
-        messages: Vec<ChatMessage>,
+        // Built once a slot is free: a call waiting for one holds no prompt.
+        messages: impl FnOnce() -> Vec<ChatMessage>,
         ctx: CallContext<'_>,
         parse: fn(&Value) -> ModelAnswer<T>,
     ) -> RawAnswer<T> {
@@ -516,7 +517,7 @@ impl OpenAiCompatibleModel {
             None => None,
         };
         let started = Instant::now();
-        let body = prompt::chat_request(&endpoint.profile, max_tokens, messages);
+        let body = prompt::chat_request(&endpoint.profile, max_tokens, messages());
         let exchanged = match tokio::time::timeout(
             endpoint.timeout,
             self.exchange(skill, endpoint, ctx, &body),

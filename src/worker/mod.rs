@@ -832,6 +832,8 @@ where
                 }
             },
         };
+        // The stored bytes are decoded; a turn parked on a model call should not hold them too.
+        drop(row);
         let fenced_store = FencedCheckpoints {
             store: &services.store,
             epoch,
