@@ -29,6 +29,7 @@ pub const COMMIT_DURATION_SECONDS: &str = "turnstile_commit_duration_seconds";
 pub const COMMIT_FAILURES_TOTAL: &str = "turnstile_commit_failures_total";
 pub const CHECKPOINT_LOAD_DURATION_SECONDS: &str = "turnstile_checkpoint_load_duration_seconds";
 pub const CHECKPOINT_SAVE_DURATION_SECONDS: &str = "turnstile_checkpoint_save_duration_seconds";
+pub const CHECKPOINT_REQUESTS_WAITING: &str = "turnstile_checkpoint_requests_waiting";
 pub const CHECKPOINT_ERRORS_TOTAL: &str = "turnstile_checkpoint_errors_total";
 pub const CHECKPOINT_DECODE_FAILURES_TOTAL: &str = "turnstile_checkpoint_decode_failures_total";
 pub const FENCED_WRITES_TOTAL: &str = "turnstile_fenced_writes_total";
@@ -50,6 +51,11 @@ pub fn describe() {
         MODEL_REQUESTS_TOTAL,
         Unit::Count,
         "Model calls by skill, profile and outcome."
+    );
+    describe_gauge!(
+        CHECKPOINT_REQUESTS_WAITING,
+        Unit::Count,
+        "Checkpoint reads and writes waiting for a slot (TURNSTILE_STORE_MAX_CONCURRENCY)."
     );
     describe_gauge!(
         MODEL_REQUESTS_WAITING,

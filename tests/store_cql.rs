@@ -573,3 +573,45 @@ async fn migrate_command_exits_zero_and_69_when_unreachable() {
     };
     assert_eq!(migrate::run(bad).await, migrate::EXIT_CONFIG);
 }
+
+// Operations: with_max_concurrency bounds the requests in progress against the real store; the
+// others wait and then succeed, and every write lands.
+#[tokio::test]
+async fn concurrency_cap_bounds_requests_in_progress() {
+    let store = std::sync::Arc::new(store().await.with_max_concurrency(2));
+    let ids: Vec<Identity> = (0..16)
+        .map(|i| identity("t-cap", &format!("c{i}")))
+        .collect();
+    let peak = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, id) in ids.iter().cloned().enumerate() {
+        let (store, peak) = (store.clone(), peak.clone());
+        tasks.spawn(async move {
+            let r = row(&format!("{{\"n\":{i}}}"), 1);
+            let write = store.save_row(&id, &r, ts(1, i as i64, 1));
+            tokio::pin!(write);
+            // Sample the slots while this write is pending.
+            loop {
+                tokio::select! {
+                    done = &mut write => { done.expect("save"); break; }
+                    _ = tokio::task::yield_now() => {
+                        peak.fetch_max(store.requests_in_progress(), std::sync::atomic::Ordering::SeqCst);
+                    }
+                }
+            }
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.expect("task");
+    }
+    let seen = peak.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        (1..=2).contains(&seen),
+        "requests in progress peaked at {seen}"
+    );
+    assert_eq!(store.requests_in_progress(), 0, "every slot is given back");
+    for (i, id) in ids.iter().enumerate() {
+        let got = load(&store, id).await.expect("row written");
+        assert_eq!(got.state, format!("{{\"n\":{i}}}").into_bytes());
+    }
+}

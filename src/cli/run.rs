@@ -140,7 +140,7 @@ pub async fn run(args: Args) -> u8 {
         ..CqlConfig::default()
     };
     let store = match connect_with_patience(&cql).await {
-        Some(s) => s,
+        Some(s) => s.with_max_concurrency(worker_config.store_max_concurrency),
         None => {
             eprintln!(
                 "turnstile: checkpoint store {} unreachable (fix: start it, or check TURNSTILE_CQL_CONTACT; run `turnstile migrate` once)",

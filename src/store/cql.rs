@@ -17,10 +17,11 @@
 //! statement, same timestamp, same values), which is what makes them safe.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use backon::{BackoffBuilder, ExponentialBuilder, Retryable};
-use metrics::{counter, histogram};
+use metrics::{counter, gauge, histogram};
 use scylla::client::execution_profile::ExecutionProfile;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
@@ -34,12 +35,13 @@ use scylla::statement::prepared::PreparedStatement;
 use scylla::statement::unprepared::Statement;
 use scylla::statement::{Consistency, SerialConsistency};
 use scylla::value::{CqlTimestamp, Row};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::domain::turn::Identity;
 use crate::ports::{CheckpointRecord, CheckpointStore, StoreError};
 use crate::telemetry::{
-    CHECKPOINT_ERRORS_TOTAL, CHECKPOINT_LOAD_DURATION_SECONDS, CHECKPOINT_SAVE_DURATION_SECONDS,
-    FENCED_WRITES_TOTAL,
+    CHECKPOINT_ERRORS_TOTAL, CHECKPOINT_LOAD_DURATION_SECONDS, CHECKPOINT_REQUESTS_WAITING,
+    CHECKPOINT_SAVE_DURATION_SECONDS, FENCED_WRITES_TOTAL,
 };
 
 /// Where the local test node listens (`scripts/services.sh up`).
@@ -225,6 +227,9 @@ pub struct ScyllaCheckpointStore {
     lease_insert: PreparedStatement,
     lease_update: PreparedStatement,
     ping: PreparedStatement,
+    /// Checkpoint requests allowed at once ([`Self::with_max_concurrency`]); `None` = unbounded.
+    slots: Option<Arc<Semaphore>>,
+    slot_count: usize,
 }
 
 impl std::fmt::Debug for ScyllaCheckpointStore {
@@ -338,7 +343,36 @@ impl ScyllaCheckpointStore {
             lease_insert,
             lease_update,
             ping,
+            slots: None,
+            slot_count: 0,
         })
+    }
+
+    /// At most `n` checkpoint reads and writes at once; the others wait for a slot
+    /// (`turnstile_checkpoint_requests_waiting`) before their duration is measured. When the
+    /// store slows down, unbounded requests pile up in the driver, each holding its serialised
+    /// frame (a whole checkpoint and outbox for a write) and timing out together.
+    pub fn with_max_concurrency(mut self, n: usize) -> Self {
+        self.slot_count = n.max(1);
+        self.slots = Some(Arc::new(Semaphore::new(self.slot_count)));
+        self
+    }
+
+    /// Checkpoint requests holding a slot now (0 without a cap).
+    pub fn requests_in_progress(&self) -> usize {
+        self.slots.as_ref().map_or(0, |s| {
+            let total = self.slot_count;
+            total - s.available_permits()
+        })
+    }
+
+    async fn slot(&self) -> Option<OwnedSemaphorePermit> {
+        let slots = self.slots.as_ref()?;
+        let waiting = gauge!(CHECKPOINT_REQUESTS_WAITING);
+        waiting.increment(1.0);
+        let permit = slots.clone().acquire_owned().await.ok();
+        waiting.decrement(1.0);
+        permit
     }
 
     /// Creates the keyspace and tables from `schemas/cql/*.cql`, in order, waiting for schema
@@ -392,6 +426,7 @@ impl ScyllaCheckpointStore {
 
     /// Reads one conversation's row (ST-3: addressed by the full identity).
     pub async fn load_row(&self, id: &Identity) -> Result<Option<StoredRow>, StoreError> {
+        let _slot = self.slot().await;
         let started = Instant::now();
         let result = with_retries("load", || async {
             let result = self
@@ -416,6 +451,7 @@ impl ScyllaCheckpointStore {
         row: &StoredRow,
         ts: i64,
     ) -> Result<(), StoreError> {
+        let _slot = self.slot().await;
         let started = Instant::now();
         let result = self.save_row_inner(id, row, ts).await;
         observe("save", CHECKPOINT_SAVE_DURATION_SECONDS, started, &result);
@@ -468,6 +504,7 @@ impl ScyllaCheckpointStore {
         epoch: i64,
         ts: i64,
     ) -> Result<(), StoreError> {
+        let _slot = self.slot().await;
         let started = Instant::now();
         let result = async {
             check_timestamp_epoch(ts, epoch)?;

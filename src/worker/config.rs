@@ -20,6 +20,8 @@ pub struct WorkerConfig {
     pub max_in_flight: usize,
     /// Model calls in progress at once (each holds an HTTP connection); the rest wait.
     pub model_max_concurrency: usize,
+    /// Checkpoint reads and writes in progress at once; the rest wait.
+    pub store_max_concurrency: usize,
     /// Records fetched but not started, per partition, before the partition is paused.
     pub max_buffered_per_partition: usize,
     /// Bytes of fetched, unstarted records in the process before every partition is paused.
@@ -52,6 +54,7 @@ impl Default for WorkerConfig {
             max_in_flight_per_partition: 256,
             max_in_flight: 10_000,
             model_max_concurrency: 1024,
+            store_max_concurrency: 512,
             max_buffered_per_partition: 2_000,
             max_buffered_bytes: 64 * 1024 * 1024,
             max_payload_bytes: 64 * 1024,
@@ -108,6 +111,11 @@ impl WorkerConfig {
         number(
             "TURNSTILE_MODEL_MAX_CONCURRENCY",
             &mut c.model_max_concurrency,
+            1,
+        );
+        number(
+            "TURNSTILE_STORE_MAX_CONCURRENCY",
+            &mut c.store_max_concurrency,
             1,
         );
         number(
