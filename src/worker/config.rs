@@ -53,7 +53,7 @@ impl Default for WorkerConfig {
             topics: Topics::default(),
             max_in_flight_per_partition: 256,
             max_in_flight: 10_000,
-            model_max_concurrency: 1024,
+            model_max_concurrency: 768,
             store_max_concurrency: 512,
             max_buffered_per_partition: 2_000,
             max_buffered_bytes: 64 * 1024 * 1024,
