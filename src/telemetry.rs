@@ -205,3 +205,20 @@ pub fn init_logging() {
         .with_span_list(false)
         .try_init();
 }
+
+/// Counts one waiter on a `*_waiting` gauge until dropped, so a wait abandoned mid-way (its
+/// future dropped) is uncounted too.
+pub struct Waiting(metrics::Gauge);
+
+impl Waiting {
+    pub fn start(gauge: metrics::Gauge) -> Waiting {
+        gauge.increment(1.0);
+        Waiting(gauge)
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.decrement(1.0);
+    }
+}

@@ -515,11 +515,8 @@ impl OpenAiCompatibleModel {
     ) -> RawAnswer<T> {
         let _slot = match &self.inner.slots {
             Some(slots) => {
-                let waiting = gauge!(telemetry::MODEL_REQUESTS_WAITING);
-                waiting.increment(1.0);
-                let slot = slots.clone().acquire_owned().await.ok();
-                waiting.decrement(1.0);
-                slot
+                let _waiting = telemetry::Waiting::start(gauge!(telemetry::MODEL_REQUESTS_WAITING));
+                slots.clone().acquire_owned().await.ok()
             }
             None => None,
         };

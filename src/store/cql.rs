@@ -40,8 +40,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use crate::domain::turn::Identity;
 use crate::ports::{CheckpointRecord, CheckpointStore, StoreError};
 use crate::telemetry::{
-    CHECKPOINT_ERRORS_TOTAL, CHECKPOINT_LOAD_DURATION_SECONDS, CHECKPOINT_REQUESTS_WAITING,
-    CHECKPOINT_SAVE_DURATION_SECONDS, FENCED_WRITES_TOTAL,
+    Waiting, CHECKPOINT_ERRORS_TOTAL, CHECKPOINT_LOAD_DURATION_SECONDS,
+    CHECKPOINT_REQUESTS_WAITING, CHECKPOINT_SAVE_DURATION_SECONDS, FENCED_WRITES_TOTAL,
 };
 
 /// Where the local test node listens (`scripts/services.sh up`).
@@ -368,11 +368,8 @@ impl ScyllaCheckpointStore {
 
     async fn slot(&self) -> Option<OwnedSemaphorePermit> {
         let slots = self.slots.as_ref()?;
-        let waiting = gauge!(CHECKPOINT_REQUESTS_WAITING);
-        waiting.increment(1.0);
-        let permit = slots.clone().acquire_owned().await.ok();
-        waiting.decrement(1.0);
-        permit
+        let _waiting = Waiting::start(gauge!(CHECKPOINT_REQUESTS_WAITING));
+        slots.clone().acquire_owned().await.ok()
     }
 
     /// Creates the keyspace and tables from `schemas/cql/*.cql`, in order, waiting for schema
