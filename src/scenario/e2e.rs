@@ -22,7 +22,6 @@ use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::{Headers, Message};
 use rdkafka::producer::FutureProducer;
 use rdkafka::{Offset, TopicPartitionList};
 use serde_json::{Map, Value};
@@ -953,29 +952,7 @@ impl Outputs {
             let Some(Ok(m)) = self.consumer.poll(Duration::from_millis(20)) else {
                 continue;
             };
-            let header = |name: &str| {
-                m.headers().and_then(|h| {
-                    h.iter()
-                        .find(|x| x.key == name)
-                        .and_then(|x| x.value)
-                        .map(|v| String::from_utf8_lossy(v).into_owned())
-                })
-            };
-            self.seen.push(ReadMessage {
-                topic: m.topic().to_owned(),
-                partition: m.partition(),
-                offset: m.offset(),
-                key: m
-                    .key()
-                    .map(|k| String::from_utf8_lossy(k).into_owned())
-                    .unwrap_or_default(),
-                payload: m
-                    .payload()
-                    .and_then(|p| serde_json::from_slice(p).ok())
-                    .unwrap_or(Value::Null),
-                output_id: header(crate::message::HEADER_OUTPUT_ID),
-                turn_id: header(crate::message::HEADER_TURN_ID),
-            });
+            self.seen.push(ReadMessage::from_record(&m));
         }
     }
 

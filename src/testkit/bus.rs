@@ -119,6 +119,35 @@ pub struct ReadMessage {
     pub turn_id: Option<String>,
 }
 
+impl ReadMessage {
+    /// Decodes a consumed record: key and headers as text, the payload as JSON (null if not).
+    pub fn from_record<M: Message>(m: &M) -> ReadMessage {
+        let header = |name: &str| {
+            m.headers().and_then(|h| {
+                h.iter()
+                    .find(|x| x.key == name)
+                    .and_then(|x| x.value)
+                    .map(|v| String::from_utf8_lossy(v).into_owned())
+            })
+        };
+        ReadMessage {
+            topic: m.topic().to_owned(),
+            partition: m.partition(),
+            offset: m.offset(),
+            key: m
+                .key()
+                .map(|k| String::from_utf8_lossy(k).into_owned())
+                .unwrap_or_default(),
+            payload: m
+                .payload()
+                .and_then(|p| serde_json::from_slice(p).ok())
+                .unwrap_or(Value::Null),
+            output_id: header(crate::message::HEADER_OUTPUT_ID),
+            turn_id: header(crate::message::HEADER_TURN_ID),
+        }
+    }
+}
+
 /// Reads every partition of some topics from the beginning with `read_committed`.
 pub struct OutputReader {
     consumer: BaseConsumer,
@@ -160,29 +189,7 @@ impl OutputReader {
         let before = self.seen.len();
         while Instant::now() < until {
             if let Some(Ok(m)) = self.consumer.poll(Duration::from_millis(50)) {
-                let header = |name: &str| {
-                    m.headers().and_then(|h| {
-                        h.iter()
-                            .find(|x| x.key == name)
-                            .and_then(|x| x.value)
-                            .map(|v| String::from_utf8_lossy(v).into_owned())
-                    })
-                };
-                self.seen.push(ReadMessage {
-                    topic: m.topic().to_owned(),
-                    partition: m.partition(),
-                    offset: m.offset(),
-                    key: m
-                        .key()
-                        .map(|k| String::from_utf8_lossy(k).into_owned())
-                        .unwrap_or_default(),
-                    payload: m
-                        .payload()
-                        .and_then(|p| serde_json::from_slice(p).ok())
-                        .unwrap_or(Value::Null),
-                    output_id: header(crate::message::HEADER_OUTPUT_ID),
-                    turn_id: header(crate::message::HEADER_TURN_ID),
-                });
+                self.seen.push(ReadMessage::from_record(&m));
             }
         }
         self.seen.len() - before
