@@ -55,7 +55,8 @@ use turnstile::domain::turn::Identity;
 use turnstile::message::{Topics, HEADER_TURN_ID};
 use turnstile::model::scripted::Scripted;
 use turnstile::model::ModelScript;
-use turnstile::store::cql::{write_timestamp, CqlConfig, ScyllaCheckpointStore, StoredRow};
+use turnstile::store::cql::{write_timestamp, ScyllaCheckpointStore, StoredRow};
+use turnstile::testkit::cql::{config as cql_config, contact as cql_contact};
 use turnstile::testkit::model_server::{Behaviour, ModelServer};
 use turnstile::testkit::tool_server::ToolServer;
 
@@ -286,22 +287,6 @@ mod bus {
             "en",
             None,
         )
-    }
-}
-
-fn cql_contact() -> String {
-    std::env::var("CQL_CONTACT").unwrap_or_else(|_| "127.0.0.1:9042".to_owned())
-}
-
-fn cql_config(keyspace: &str) -> CqlConfig {
-    CqlConfig {
-        contact_points: cql_contact()
-            .split(',')
-            .map(|s| s.trim().to_owned())
-            .collect(),
-        keyspace: keyspace.to_owned(),
-        request_timeout_ms: 10_000,
-        ..CqlConfig::default()
     }
 }
 

@@ -17,13 +17,10 @@ use turnstile::store::cql::{
     write_timestamp, CqlConfig, FencedCheckpoints, ScyllaCheckpointStore, StoredRow, EPOCH_LIMIT,
     OFFSET_LIMIT, PHASE_OUTBOX_PRUNE, PHASE_TURN_END, PHASE_WRITE_AHEAD,
 };
+use turnstile::testkit::cql::{config, contact};
 
 const START_HINT: &str = "start it with `bash scripts/services.sh up` (or set CQL_CONTACT)";
 const STALE_KEYSPACE_SECS: u64 = 2 * 3600;
-
-fn contact() -> String {
-    std::env::var("CQL_CONTACT").unwrap_or_else(|_| "127.0.0.1:9042".to_owned())
-}
 
 fn unix_secs() -> u64 {
     SystemTime::now()
@@ -48,16 +45,6 @@ fn random_u32() -> u32 {
 fn keyspace() -> &'static str {
     static NAME: OnceLock<String> = OnceLock::new();
     NAME.get_or_init(|| format!("turnstile_test_{}_{:08x}", unix_secs(), random_u32()))
-}
-
-fn config(keyspace: &str) -> CqlConfig {
-    CqlConfig {
-        contact_points: contact().split(',').map(|s| s.trim().to_owned()).collect(),
-        keyspace: keyspace.to_owned(),
-        // The shared 2-core test box stalls now and then; production keeps the 2 s default.
-        request_timeout_ms: 10_000,
-        ..CqlConfig::default()
-    }
 }
 
 /// Migrates this run's keyspace once, on its own thread and runtime: tests run on separate

@@ -47,8 +47,9 @@ use turnstile::domain::turn::Identity;
 use turnstile::message::{Topics, CONTENT_TYPE_CLOUDEVENTS, CONTENT_TYPE_JSON};
 use turnstile::model::{ModelScript, OpenAiCompatibleModel};
 use turnstile::pipeline::decode_record;
-use turnstile::store::cql::{CqlConfig, ScyllaCheckpointStore};
+use turnstile::store::cql::ScyllaCheckpointStore;
 use turnstile::testkit::bus::{self, OutputReader, ReadMessage};
+use turnstile::testkit::cql::{config as cql_config, contact as cql_contact};
 use turnstile::testkit::model_server::{Behaviour, ModelServer};
 use turnstile::testkit::tool_server::{ToolAction, ToolServer};
 use turnstile::tool::{HttpToolGateway, ToolHttpSettings};
@@ -70,10 +71,6 @@ const STALE_KEYSPACE_SECS: u64 = 2 * 3600;
 // ---------------------------------------------------------------------------------------------
 // Services
 // ---------------------------------------------------------------------------------------------
-
-fn cql_contact() -> String {
-    std::env::var("CQL_CONTACT").unwrap_or_else(|_| "127.0.0.1:9042".to_owned())
-}
 
 /// A cheap TCP probe first, so a stopped service fails in seconds with the fix in the message
 /// instead of after a client library's long timeouts.
@@ -103,19 +100,6 @@ fn unix_secs() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
-}
-
-fn cql_config(keyspace: &str) -> CqlConfig {
-    CqlConfig {
-        contact_points: cql_contact()
-            .split(',')
-            .map(|s| s.trim().to_owned())
-            .collect(),
-        keyspace: keyspace.to_owned(),
-        // The shared 2-core box stalls now and then; production keeps the 2 s default.
-        request_timeout_ms: 10_000,
-        ..CqlConfig::default()
-    }
 }
 
 /// This run's keyspace, migrated once on its own thread and runtime (tests run on separate

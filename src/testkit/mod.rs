@@ -2,5 +2,6 @@
 //! faults: for tests, the HTTP scenario mode and the end-to-end runner. Loopback only.
 
 pub mod bus;
+pub mod cql;
 pub mod model_server;
 pub mod tool_server;
