@@ -79,6 +79,8 @@ cargo bench --bench throughput -- [options]
   --backlog-messages N          backlog phase: inbound turns waiting (default 100000)
   --backlog-secs N              backlog phase: how long RSS is sampled (default 40)
   --out PATH                    results file (default target/bench/throughput-<ts>.md)
+  --worker-bin PATH             run this turnstile binary instead of the one cargo built (A/B a
+                                change against a saved build, alternating runs on one machine)
 
 Needs Kafka at KAFKA_BROKERS (127.0.0.1:9092) and Cassandra at CQL_CONTACT (127.0.0.1:9042):
 bash scripts/services.sh up";
@@ -99,6 +101,7 @@ struct Args {
     backlog_messages: usize,
     backlog_secs: u64,
     out: Option<PathBuf>,
+    worker_bin: Option<PathBuf>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -117,6 +120,7 @@ fn parse_args() -> Result<Args, String> {
         backlog_messages: 100_000,
         backlog_secs: 40,
         out: None,
+        worker_bin: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -159,6 +163,7 @@ fn parse_args() -> Result<Args, String> {
             "--backlog-messages" => a.backlog_messages = num(&flag, value()?)?,
             "--backlog-secs" => a.backlog_secs = num(&flag, value()?)?,
             "--out" => a.out = Some(PathBuf::from(value()?)),
+            "--worker-bin" => a.worker_bin = Some(PathBuf::from(value()?)),
             other => return Err(format!("unknown option `{other}`\n\n{HELP}")),
         }
     }
@@ -224,6 +229,7 @@ fn short_form() -> Args {
         backlog_messages: 0,
         backlog_secs: 0,
         out: Some(manifest("target/bench/throughput-short.md")),
+        worker_bin: None,
     }
 }
 
@@ -655,7 +661,11 @@ impl Worker {
         let log = log_dir.join(format!("{phase}-{}.log", bus::unique_suffix()));
         let out = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
         let err = out.try_clone().map_err(|e| e.to_string())?;
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_turnstile"));
+        let bin = args
+            .worker_bin
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_turnstile")));
+        let mut cmd = Command::new(&bin);
         cmd.arg("run")
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .env("TURNSTILE_CONFIG", manifest("config/agents.example.yaml"))
@@ -703,7 +713,7 @@ impl Worker {
         let child = cmd.spawn().map_err(|e| {
             format!(
                 "spawn {}: {e} (cargo bench builds it; or `cargo build --release --bin turnstile`)",
-                env!("CARGO_BIN_EXE_turnstile")
+                bin.display()
             )
         })?;
         Ok(Worker { child, listen })
@@ -1459,6 +1469,9 @@ fn render(args: &Args, rows: &[Row], failures: &[String]) -> String {
         args.phases.join(","),
         args.phase_secs,
     );
+    if let Some(bin) = &args.worker_bin {
+        let _ = writeln!(s, "Worker binary: `{}` (`--worker-bin`).\n", bin.display());
+    }
     let _ = writeln!(
         s,
         "Machine: {} cores (`nproc`), Kafka + Cassandra + load generator + test servers on the same host; load average at the end: {}.\n",
