@@ -262,6 +262,9 @@ fn http_client(max_idle: usize) -> Result<reqwest::Client, ModelConfigError> {
     reqwest::Client::builder()
         // A model endpoint never redirects legitimately; following one would re-send the body.
         .redirect(reqwest::redirect::Policy::none())
+        // One attempt per call (see the module doc): reqwest's own retry layer would also
+        // clone every request in case it might replay it.
+        .retry(reqwest::retry::never().max_retries_per_request(0))
         .pool_idle_timeout(Duration::from_secs(60))
         .pool_max_idle_per_host(max_idle)
         .build()

@@ -214,6 +214,9 @@ impl HttpToolGateway {
             .connect_timeout(timeout)
             // A redirected POST would turn into a GET; a tool endpoint that moves is misconfigured.
             .redirect(reqwest::redirect::Policy::none())
+            // Every attempt is ours, counted and logged with its idempotency key: no hidden
+            // replays below (reqwest's retry layer also cloned every request for one).
+            .retry(reqwest::retry::never().max_retries_per_request(0))
             .pool_idle_timeout(Duration::from_secs(30))
             .build()
             .map_err(|e| ToolConfigError::Client(e.to_string()))?;
