@@ -24,6 +24,29 @@ pub struct InFlightTurn {
     pub answers: Vec<Answer>,
 }
 
+/// Encodes the [`InFlightTurn`] of `base` + `answers` + [`Answer::Persisted`] from borrows:
+/// the owned struct would clone the base state and every answer just to serialise them.
+pub fn encode_in_flight(turn_id: &str, base: &AgentState, answers: &[Answer]) -> Vec<u8> {
+    struct Recorded<'a>(&'a [Answer]);
+    impl Serialize for Recorded<'_> {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            s.collect_seq(self.0.iter().chain(std::iter::once(&Answer::Persisted)))
+        }
+    }
+    #[derive(Serialize)]
+    struct Borrowed<'a> {
+        turn_id: &'a str,
+        base: &'a AgentState,
+        answers: Recorded<'a>,
+    }
+    let borrowed = Borrowed {
+        turn_id,
+        base,
+        answers: Recorded(answers),
+    };
+    serde_json::to_vec(&borrowed).unwrap_or_default()
+}
+
 /// Why a turn could not be processed.
 #[derive(Debug, thiserror::Error)]
 pub enum PipelineError {
@@ -207,20 +230,46 @@ where
         Request::PreValidate(r) => Answer::PreValidation(tools.pre_validate(&r, ctx).await),
         Request::Execute(r) => Answer::Tool(tools.execute(&r, ctx).await),
         Request::PersistExecuting(executing) => {
-            let mut recorded = answers.to_vec();
-            recorded.push(Answer::Persisted);
-            let in_flight = InFlightTurn {
-                turn_id: turn.turn_id.clone(),
-                base: base.clone(),
-                answers: recorded,
-            };
             let record = CheckpointRecord {
                 state: state::encode(&executing),
-                in_flight: Some(serde_json::to_vec(&in_flight).unwrap_or_default()),
+                in_flight: Some(encode_in_flight(&turn.turn_id, base, answers)),
             };
             // Boxed: the store's future is large and this await is rare (one per execution).
             Box::pin(store.save(&turn.identity, record)).await?;
             Answer::Persisted
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::decision::{ClassifierDecision, SessionControl};
+    use crate::domain::state::{HistoryEntry, Speaker};
+
+    /// LC-4 recovery decodes what `encode_in_flight` wrote as an `InFlightTurn`: both must agree
+    /// byte for byte with the owned struct's encoding, the recorded `Persisted` last.
+    #[test]
+    fn in_flight_from_borrows_encodes_like_the_owned_turn() {
+        let mut base = AgentState::default();
+        base.push_history(HistoryEntry {
+            role: Speaker::User,
+            text: "cancel my order \"PED-1001\"".into(),
+            turn_id: "t-0".into(),
+            at_ms: 7,
+        });
+        let answers = vec![Answer::Classifier(Ok(ClassifierDecision {
+            decision: SessionControl::Continue,
+            confidence: 0.93,
+        }))];
+        let owned = InFlightTurn {
+            turn_id: "t-1".into(),
+            base: base.clone(),
+            answers: vec![answers[0].clone(), Answer::Persisted],
+        };
+        let bytes = encode_in_flight("t-1", &base, &answers);
+        assert_eq!(bytes, serde_json::to_vec(&owned).unwrap());
+        let (_, decoded) = decode_record(&state::encode(&base), Some(&bytes)).unwrap();
+        assert_eq!(decoded, Some(owned));
+    }
 }
