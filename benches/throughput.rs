@@ -31,10 +31,10 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::io::{Read, Write};
+
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -49,7 +49,6 @@ use rdkafka::{Offset, TopicPartitionList};
 use serde_json::{json, Map, Value};
 use tokio::sync::{oneshot, Semaphore};
 
-use turnstile::config::settings::SETTING_NAMES;
 use turnstile::domain::decision::Skill;
 use turnstile::domain::turn::Identity;
 use turnstile::message::{Topics, HEADER_TURN_ID};
@@ -59,6 +58,7 @@ use turnstile::store::cql::{write_timestamp, ScyllaCheckpointStore, StoredRow};
 use turnstile::testkit::cql::{config as cql_config, contact as cql_contact};
 use turnstile::testkit::model_server::{Behaviour, ModelServer};
 use turnstile::testkit::tool_server::ToolServer;
+use turnstile::testkit::worker_process::{self, http_get, WorkerEnv};
 
 const TENANT: &str = "bench";
 const AGENT: &str = "retail-bot";
@@ -337,21 +337,6 @@ fn status_kb(pid: u32, field: &str) -> Option<u64> {
         .ok()
 }
 
-/// A plain HTTP/1.0 GET on loopback: status and body.
-fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect_timeout(&addr.parse().ok()?, Duration::from_secs(2)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
-    let mut text = String::new();
-    s.read_to_string(&mut text).ok()?;
-    let status = text.split_whitespace().nth(1)?.parse().ok()?;
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|x| x.1.to_owned())
-        .unwrap_or_default();
-    Some((status, body))
-}
-
 /// Sum of every series of one metric family sample (`name` or `name{...}`).
 fn metric_sum(text: &str, name: &str) -> f64 {
     text.lines()
@@ -364,13 +349,6 @@ fn metric_sum(text: &str, name: &str) -> f64 {
         .sum::<f64>()
         // An empty sum is -0.0, which would print as "-0".
         + 0.0
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or(19464)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -657,65 +635,45 @@ impl Worker {
         tools: &ToolServer,
         log_dir: &Path,
     ) -> Result<Worker, String> {
-        let listen = format!("127.0.0.1:{}", free_port());
+        let listen = format!("127.0.0.1:{}", worker_process::free_port()?);
         let log = log_dir.join(format!("{phase}-{}.log", bus::unique_suffix()));
-        let out = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
-        let err = out.try_clone().map_err(|e| e.to_string())?;
+        let suffix = bus::unique_suffix();
+        let mut env = WorkerEnv {
+            // Per-turn info logs are CPU the benchmark would charge to the engine.
+            log_filter: "warn".into(),
+            config: manifest("config/agents.example.yaml"),
+            profiles: manifest("config/profiles.example.yaml"),
+            brokers: bus::brokers(),
+            group_id: format!("bench-{phase}-{suffix}"),
+            topics: topics.clone(),
+            keyspace: keyspace.to_owned(),
+            cql_contact: cql_contact(),
+            model_base_url: model.base_url(),
+            tools_base_url: tools.base_url(),
+            session_timeout_ms: 10_000,
+            drain_budget_ms: 3_000,
+            commit_interval_ms: args.commit_interval_ms,
+        }
+        .vars()?;
+        for (k, v) in [
+            ("TURNSTILE_INSTANCE_ID", format!("bench-{phase}-{suffix}")),
+            (
+                "TURNSTILE_MAX_IN_FLIGHT_PER_PARTITION",
+                per_partition.to_string(),
+            ),
+            ("TURNSTILE_MAX_IN_FLIGHT", args.max_in_flight.to_string()),
+            ("TURNSTILE_LISTEN", listen.clone()),
+        ] {
+            env.push((k.to_owned(), v));
+        }
         let bin = args
             .worker_bin
             .clone()
             .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_turnstile")));
-        let mut cmd = Command::new(&bin);
-        cmd.arg("run")
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .env("TURNSTILE_CONFIG", manifest("config/agents.example.yaml"))
-            .env(
-                "TURNSTILE_PROFILES",
-                manifest("config/profiles.example.yaml"),
-            )
-            .env("TURNSTILE_CQL_CONTACT", cql_contact())
-            .env("TURNSTILE_KEYSPACE", keyspace)
-            .env("TURNSTILE_MODEL_BASE_URL", model.base_url())
-            .env("TURNSTILE_TOOLS_BASE_URL", tools.base_url())
-            .env("TURNSTILE_BROKERS", bus::brokers())
-            .env(
-                "TURNSTILE_GROUP_ID",
-                format!("bench-{phase}-{}", bus::unique_suffix()),
-            )
-            .env(
-                "TURNSTILE_INSTANCE_ID",
-                format!("bench-{phase}-{}", bus::unique_suffix()),
-            )
-            .env("TURNSTILE_TOPIC_TURNS", &topics.inbound)
-            .env("TURNSTILE_TOPIC_REPLIES", &topics.replies)
-            .env("TURNSTILE_TOPIC_EVENTS", &topics.events)
-            .env("TURNSTILE_TOPIC_DEAD_LETTERS", &topics.dead_letters)
-            .env(
-                "TURNSTILE_MAX_IN_FLIGHT_PER_PARTITION",
-                per_partition.to_string(),
-            )
-            .env("TURNSTILE_MAX_IN_FLIGHT", args.max_in_flight.to_string())
-            .env("TURNSTILE_SESSION_TIMEOUT_MS", "10000")
-            .env("TURNSTILE_DRAIN_BUDGET_MS", "3000")
-            .env("TURNSTILE_LISTEN", &listen)
-            // Per-turn info logs are CPU the benchmark would charge to the engine.
-            .env("RUST_LOG", "warn")
-            .env_remove("TURNSTILE_FAULT_ABORT_AFTER_SAVES")
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err);
-        if let Some(ms) = args.commit_interval_ms {
-            cmd.env("TURNSTILE_COMMIT_INTERVAL_MS", ms.to_string());
-        }
-        for name in SETTING_NAMES {
-            cmd.env_remove(name);
-        }
-        let child = cmd.spawn().map_err(|e| {
-            format!(
-                "spawn {}: {e} (cargo bench builds it; or `cargo build --release --bin turnstile`)",
-                bin.display()
-            )
-        })?;
+        let child = worker_process::spawn(&bin, &env, &log, &format!("bench phase {phase}"))
+            .map_err(|e| {
+                format!("{e} (cargo bench builds it; or `cargo build --release --bin turnstile`)")
+            })?;
         Ok(Worker { child, listen })
     }
 
@@ -757,25 +715,15 @@ impl Worker {
     }
 
     fn stop(mut self) {
-        let pid = self.child.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        let until = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < until {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        worker_process::terminate(&mut self.child, Duration::from_secs(20));
     }
 }
 
 impl Drop for Worker {
+    /// A failed phase must not leave a worker consuming in the background.
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+            worker_process::kill(&mut self.child);
         }
     }
 }

@@ -17,7 +17,6 @@
 //! recorder is process-global, so only a child can own one).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::fs::File;
 use std::net::{TcpStream, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -38,7 +37,6 @@ use tokio::sync::oneshot;
 
 use turnstile::config::agents::{load_catalog, parse_catalog};
 use turnstile::config::profiles::load_profiles;
-use turnstile::config::settings::SETTING_NAMES;
 use turnstile::domain::catalog::{Catalog, Settings};
 use turnstile::domain::decision::Skill;
 use turnstile::domain::state::AgentState;
@@ -52,6 +50,7 @@ use turnstile::testkit::bus::{self, OutputReader, ReadMessage};
 use turnstile::testkit::cql::{config as cql_config, contact as cql_contact};
 use turnstile::testkit::model_server::{Behaviour, ModelServer};
 use turnstile::testkit::tool_server::{ToolAction, ToolServer};
+use turnstile::testkit::worker_process::{self, WorkerEnv};
 use turnstile::tool::{HttpToolGateway, ToolHttpSettings};
 use turnstile::worker::{self, Health, Services, WorkerConfig};
 
@@ -471,49 +470,30 @@ impl Fixture {
         let dir = std::env::temp_dir().join(format!("turnstile-worker-kafka-{}", self.suffix));
         std::fs::create_dir_all(&dir).expect("log directory");
         let log = dir.join(format!("{instance}-{}.log", bus::unique_suffix()));
-        let out = File::create(&log).expect("log file");
-        let err = out.try_clone().expect("log file handle");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_turnstile"));
-        cmd.arg("run")
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .env("TURNSTILE_CONFIG", manifest("config/agents.example.yaml"))
-            .env(
-                "TURNSTILE_PROFILES",
-                manifest("config/profiles.example.yaml"),
-            )
-            .env("TURNSTILE_CQL_CONTACT", cql_contact())
-            .env("TURNSTILE_KEYSPACE", &self.keyspace)
-            .env("TURNSTILE_MODEL_BASE_URL", self.model.base_url())
-            .env("TURNSTILE_TOOLS_BASE_URL", self.tools.base_url())
-            .env("TURNSTILE_BROKERS", &self.brokers)
-            .env("TURNSTILE_GROUP_ID", &self.group)
-            .env("TURNSTILE_INSTANCE_ID", instance)
-            .env("TURNSTILE_TOPIC_TURNS", &self.topics.inbound)
-            .env("TURNSTILE_TOPIC_REPLIES", &self.topics.replies)
-            .env("TURNSTILE_TOPIC_EVENTS", &self.topics.events)
-            .env("TURNSTILE_TOPIC_DEAD_LETTERS", &self.topics.dead_letters)
-            .env(
-                "TURNSTILE_SESSION_TIMEOUT_MS",
-                SESSION_TIMEOUT_MS.to_string(),
-            )
-            .env("TURNSTILE_DRAIN_BUDGET_MS", DRAIN_BUDGET_MS.to_string())
-            // Port 0 unless the test needs the listener: parallel children never collide.
-            .env("TURNSTILE_LISTEN", "127.0.0.1:0")
-            .env("RUST_LOG", "info")
-            .env_remove("TURNSTILE_FAULT_ABORT_AFTER_SAVES")
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err);
-        // The developer's shell must not change the engine's settings under the test.
-        for name in SETTING_NAMES {
-            cmd.env_remove(name);
+        let mut env = WorkerEnv {
+            log_filter: "info".into(),
+            config: manifest("config/agents.example.yaml"),
+            profiles: manifest("config/profiles.example.yaml"),
+            brokers: self.brokers.clone(),
+            group_id: self.group.clone(),
+            topics: self.topics.clone(),
+            keyspace: self.keyspace.clone(),
+            cql_contact: cql_contact(),
+            model_base_url: self.model.base_url(),
+            tools_base_url: self.tools.base_url(),
+            session_timeout_ms: SESSION_TIMEOUT_MS,
+            drain_budget_ms: DRAIN_BUDGET_MS,
+            commit_interval_ms: None,
         }
-        for (k, v) in extra_env {
-            cmd.env(k, v);
-        }
-        let child = cmd
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {}: {e}", env!("CARGO_BIN_EXE_turnstile")));
+        .vars()
+        .expect("worker environment");
+        env.push(("TURNSTILE_INSTANCE_ID".into(), instance.to_owned()));
+        // Port 0 unless the test needs the listener: parallel children never collide.
+        env.push(("TURNSTILE_LISTEN".into(), "127.0.0.1:0".into()));
+        env.extend(extra_env.iter().map(|(k, v)| ((*k).to_owned(), v.clone())));
+        let exe = PathBuf::from(env!("CARGO_BIN_EXE_turnstile"));
+        let child = worker_process::spawn(&exe, &env, &log, &format!("worker {instance}"))
+            .unwrap_or_else(|e| panic!("{e}"));
         ChildWorker { child, log }
     }
 }
@@ -576,15 +556,13 @@ impl ChildWorker {
 
     /// SIGKILL: no drain, no commit, no goodbye to the group.
     fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        worker_process::kill(&mut self.child);
     }
 
-    /// SIGTERM (the graceful path of `turnstile run`), then the exit status.
+    /// SIGTERM (the graceful path of `turnstile run`), then the exit status; `None` if it had
+    /// to be killed after `timeout`.
     fn terminate(&mut self, timeout: Duration) -> Option<ExitStatus> {
-        let pid = self.child.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        tokio::task::block_in_place(|| self.wait_exit(timeout))
+        tokio::task::block_in_place(|| worker_process::terminate(&mut self.child, timeout))
     }
 }
 
@@ -592,8 +570,7 @@ impl Drop for ChildWorker {
     /// SIGKILL whatever is still running: a failed test must not leave a worker behind.
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+            worker_process::kill(&mut self.child);
         }
     }
 }

@@ -9,9 +9,6 @@
 //! answers every execution with its default result.
 
 use std::collections::HashMap;
-use std::fs::OpenOptions;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -29,7 +26,6 @@ use tokio::runtime::Runtime;
 use super::checker::{self, CheckReport, Evidence, InboundCopy};
 use super::Rng;
 use crate::config::agents::load_catalog;
-use crate::config::profiles::load_profiles;
 use crate::config::settings::settings_from_env;
 use crate::domain::turn::Identity;
 use crate::message::{DecodeLimits, Topics};
@@ -39,6 +35,7 @@ use crate::store::cql::{CqlConfig, ScyllaCheckpointStore};
 use crate::testkit::bus::{self, OutputReader};
 use crate::testkit::model_server::ModelServer;
 use crate::testkit::tool_server::{ToolAction, ToolServer};
+use crate::testkit::worker_process::{self, WorkerEnv};
 
 pub const KEYSPACE: &str = "turnstile_chaos";
 /// The agents file the run's config is derived from: the same, but the assistant serves only the
@@ -51,15 +48,6 @@ const TENANT: &str = "acme";
 const AGENT: &str = "retail-bot";
 const INBOUND_PARTITIONS: i32 = 6;
 const EPOCH_MS: i64 = 1_767_225_600_000;
-const PASSTHROUGH_ENV: &[&str] = &[
-    "PATH",
-    "HOME",
-    "TMPDIR",
-    "LD_LIBRARY_PATH",
-    "RUST_BACKTRACE",
-    "SSL_CERT_FILE",
-    "SSL_CERT_DIR",
-];
 /// How long the run may go without a new answer before the harness stops waiting.
 const STALL_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -570,7 +558,7 @@ impl Harness {
         let log_dir = Path::new(LOG_ROOT).join(format!("{}-{id}", fault.name()));
         std::fs::create_dir_all(&log_dir)
             .map_err(|e| format!("cannot create {}: {e}", log_dir.display()))?;
-        let exe = snapshot_binary(&log_dir)?;
+        let exe = worker_process::snapshot_binary(&log_dir)?;
         let example = std::fs::read_to_string(CONFIG).map_err(|e| format!("{CONFIG}: {e}"))?;
         if !example.contains(SERVE_ALL) {
             return Err(format!("{CONFIG} has no `{SERVE_ALL}` rule to restrict"));
@@ -587,41 +575,23 @@ impl Harness {
         let catalog =
             load_catalog(&config_path).map_err(|e| format!("{}: {e}", config_path.display()))?;
         let group_id = format!("turnstile-chaos-{id}");
-        let mut env: Vec<(String, String)> = PASSTHROUGH_ENV
-            .iter()
-            .filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v)))
-            .collect();
-        for (k, v) in [
-            (
-                "RUST_LOG",
-                std::env::var("RUST_LOG")
-                    .unwrap_or_else(|_| "warn,turnstile::worker::consumer=info".into()),
-            ),
-            ("TURNSTILE_CONFIG", config_path.display().to_string()),
-            ("TURNSTILE_PROFILES", PROFILES.to_owned()),
-            ("TURNSTILE_BROKERS", brokers.clone()),
-            ("TURNSTILE_GROUP_ID", group_id.clone()),
-            ("TURNSTILE_TOPIC_TURNS", topics.inbound.clone()),
-            ("TURNSTILE_TOPIC_REPLIES", topics.replies.clone()),
-            ("TURNSTILE_TOPIC_EVENTS", topics.events.clone()),
-            ("TURNSTILE_TOPIC_DEAD_LETTERS", topics.dead_letters.clone()),
-            ("TURNSTILE_KEYSPACE", KEYSPACE.to_owned()),
-            ("TURNSTILE_CQL_CONTACT", contact.clone()),
-            ("TURNSTILE_MODEL_BASE_URL", model.base_url()),
-            ("TURNSTILE_TOOLS_BASE_URL", tools.base_url()),
-            ("TURNSTILE_SESSION_TIMEOUT_MS", "6000".to_owned()),
-            ("TURNSTILE_DRAIN_BUDGET_MS", "2000".to_owned()),
-            ("TURNSTILE_COMMIT_INTERVAL_MS", "50".to_owned()),
-        ] {
-            env.push((k.to_owned(), v));
+        let env = WorkerEnv {
+            log_filter: std::env::var("RUST_LOG")
+                .unwrap_or_else(|_| "warn,turnstile::worker::consumer=info".into()),
+            config: config_path.clone(),
+            profiles: PathBuf::from(PROFILES),
+            brokers: brokers.clone(),
+            group_id: group_id.clone(),
+            topics: topics.clone(),
+            keyspace: KEYSPACE.to_owned(),
+            cql_contact: contact.clone(),
+            model_base_url: model.base_url(),
+            tools_base_url: tools.base_url(),
+            session_timeout_ms: 6000,
+            drain_budget_ms: 2000,
+            commit_interval_ms: Some(50),
         }
-        let profiles =
-            load_profiles(Path::new(PROFILES)).map_err(|e| format!("{PROFILES}: {e}"))?;
-        for profile in profiles.profiles.values() {
-            if let Some(var) = &profile.api_key_env {
-                env.push((var.clone(), "chaos-dummy-key".into()));
-            }
-        }
+        .vars()?;
         let reader = OutputReader::new(
             &brokers,
             &[&topics.replies, &topics.events, &topics.dead_letters],
@@ -705,34 +675,21 @@ impl Harness {
                 instance: format!("chaos-{}-w{n}", self.id),
             });
         }
-        let port = free_port()?;
+        let port = worker_process::free_port()?;
         let log_path = self.log_dir.join(format!("worker-{w}.log"));
-        let mut log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)
-            .map_err(|e| format!("cannot open {}: {e}", log_path.display()))?;
-        let stderr = log.try_clone().map_err(|e| e.to_string())?;
-        let _ = writeln!(
-            log,
-            "----- chaos: starting worker {w} on port {port} (abort after saves: {abort_after_saves:?}) -----"
-        );
-        let mut command = Command::new(&self.exe);
-        command
-            .arg("run")
-            .env_clear()
-            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .env("TURNSTILE_LISTEN", format!("127.0.0.1:{port}"))
-            .env("TURNSTILE_INSTANCE_ID", &self.workers[w].instance)
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(log))
-            .stderr(Stdio::from(stderr));
+        let mut env = self.env.clone();
+        env.push(("TURNSTILE_LISTEN".into(), format!("127.0.0.1:{port}")));
+        env.push((
+            "TURNSTILE_INSTANCE_ID".into(),
+            self.workers[w].instance.clone(),
+        ));
         if let Some(n) = abort_after_saves {
-            command.env("TURNSTILE_FAULT_ABORT_AFTER_SAVES", n.to_string());
+            env.push(("TURNSTILE_FAULT_ABORT_AFTER_SAVES".into(), n.to_string()));
         }
-        let child = command
-            .spawn()
-            .map_err(|e| format!("cannot start a worker: {e}"))?;
+        let banner = format!(
+            "chaos: starting worker {w} on port {port} (abort after saves: {abort_after_saves:?})"
+        );
+        let child = worker_process::spawn(&self.exe, &env, &log_path, &banner)?;
         self.workers[w].child = Some(child);
         Ok(())
     }
@@ -744,34 +701,18 @@ impl Harness {
         }
     }
 
-    /// SIGKILL (`Child::kill` on Unix) and reap.
+    /// SIGKILL and reap.
     fn kill(&mut self, w: usize) {
         if let Some(mut child) = self.workers.get_mut(w).and_then(|x| x.child.take()) {
-            let _ = child.kill();
-            let _ = child.wait();
+            worker_process::kill(&mut child);
         }
     }
 
     /// SIGTERM (drain, leave the group), SIGKILL after 15 s.
     fn stop(&mut self, w: usize) {
-        let Some(mut child) = self.workers.get_mut(w).and_then(|x| x.child.take()) else {
-            return;
-        };
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(child.id().to_string())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-        let until = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < until {
-            if let Ok(Some(_)) = child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
+        if let Some(mut child) = self.workers.get_mut(w).and_then(|x| x.child.take()) {
+            worker_process::terminate(&mut child, Duration::from_secs(15));
         }
-        let _ = child.kill();
-        let _ = child.wait();
     }
 
     /// Distinct inbound records answered so far: turns with a reply, records with a dead letter.
@@ -1042,52 +983,6 @@ fn read_inbound(brokers: &str, topic: &str) -> Result<Vec<InboundCopy>, String> 
         }
     }
     Ok(out)
-}
-
-/// A hard link (or copy) of this binary in the run's folder: a `cargo build` mid-run cannot
-/// take it away.
-fn snapshot_binary(dir: &Path) -> Result<PathBuf, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
-    let dest = dir.join("turnstile");
-    if std::fs::hard_link(&exe, &dest).is_ok() {
-        return Ok(dest);
-    }
-    let source = if exe.exists() {
-        exe
-    } else {
-        PathBuf::from("/proc/self/exe")
-    };
-    std::fs::copy(&source, &dest)
-        .map(|_| dest)
-        .map_err(|e| format!("cannot copy {} for the workers: {e}", source.display()))
-}
-
-fn free_port() -> Result<u16, String> {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| format!("no free loopback port: {e}"))
-}
-
-/// `GET /readyz` answered 200.
-pub fn readyz(port: u16) -> bool {
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let Ok(mut stream) = TcpStream::connect_timeout(&addr, Duration::from_millis(500)) else {
-        return false;
-    };
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-    if stream
-        .write_all(b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-        .is_err()
-    {
-        return false;
-    }
-    let mut answer = String::new();
-    let _ = stream.read_to_string(&mut answer);
-    answer
-        .lines()
-        .next()
-        .is_some_and(|s| s.split_whitespace().nth(1) == Some("200"))
 }
 
 /// The summary table of some reports, one row per fault.

@@ -13,11 +13,10 @@
 //! checker as the in-process runner ([`check_turn`]) judges them.
 
 use std::collections::BTreeMap;
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::fs::File;
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
@@ -28,7 +27,6 @@ use serde_json::{Map, Value};
 use tokio::runtime::Runtime;
 
 use crate::config::agents::load_catalog;
-use crate::config::profiles::load_profiles;
 use crate::config::settings::{apply_overrides, SETTING_NAMES};
 use crate::domain::catalog::Settings;
 use crate::domain::decision::Skill;
@@ -45,6 +43,7 @@ use crate::store::cql::{CqlConfig, ScyllaCheckpointStore};
 use crate::testkit::bus::{self, ReadMessage};
 use crate::testkit::model_server::ModelServer;
 use crate::testkit::tool_server::{ToolAction, ToolServer};
+use crate::testkit::worker_process::{self, WorkerEnv};
 
 /// The keyspace every run shares; session ids carry the run suffix, so runs never meet.
 pub const KEYSPACE: &str = "turnstile_e2e";
@@ -72,23 +71,12 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 const INBOUND_PARTITIONS: i32 = 4;
 /// The smallest session timeout the worker accepts: a SIGKILLed member is evicted soonest, and
 /// static membership lets its successor take the partitions back without waiting for that.
-const SESSION_TIMEOUT_MS: &str = "6000";
+const SESSION_TIMEOUT_MS: u64 = 6000;
 /// Must stay below the session timeout (the worker validates it).
-const DRAIN_BUDGET_MS: &str = "2000";
+const DRAIN_BUDGET_MS: u64 = 2000;
 /// A short batch interval: each turn waits for one commit before its reply is visible.
-const COMMIT_INTERVAL_MS: &str = "20";
+const COMMIT_INTERVAL_MS: u64 = 20;
 const LOG_TAIL_LINES: usize = 30;
-/// Environment the worker may need from ours; everything else is cleared so a variable set in
-/// the caller's shell (a setting, a topic name) cannot leak into the run.
-const PASSTHROUGH_ENV: &[&str] = &[
-    "PATH",
-    "HOME",
-    "TMPDIR",
-    "LD_LIBRARY_PATH",
-    "RUST_BACKTRACE",
-    "SSL_CERT_FILE",
-    "SSL_CERT_DIR",
-];
 
 /// Runs every scenario under `paths` through real workers. `Err` is a setup problem (services
 /// unreachable, servers or topics not created): the caller exits 64.
@@ -168,7 +156,7 @@ struct Run {
     tools: Option<ToolServer>,
     producer: FutureProducer,
     log_dir: PathBuf,
-    /// The binary the workers run (see [`snapshot_binary`]).
+    /// The binary the workers run (see [`worker_process::snapshot_binary`]).
     exe: PathBuf,
     /// Agents config path → its load error, so a bad config fails its scenarios like in process.
     configs: BTreeMap<String, Option<String>>,
@@ -222,7 +210,7 @@ impl Run {
         let log_dir = Path::new(LOG_ROOT).join(&id);
         std::fs::create_dir_all(&log_dir)
             .map_err(|e| format!("cannot create {}: {e}", log_dir.display()))?;
-        let exe = snapshot_binary(&log_dir)?;
+        let exe = worker_process::snapshot_binary(&log_dir)?;
         Ok(Run {
             id,
             brokers,
@@ -323,41 +311,32 @@ impl Run {
         group_id: &str,
         n: usize,
     ) -> Result<Vec<(String, String)>, String> {
-        let mut env: Vec<(String, String)> = PASSTHROUGH_ENV
-            .iter()
-            .filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v)))
-            .collect();
-        let log = std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into());
-        let tools = self.tools.as_ref().map(ToolServer::base_url);
-        for (k, v) in [
-            ("RUST_LOG", log),
-            ("TURNSTILE_CONFIG", config.to_owned()),
-            ("TURNSTILE_PROFILES", PROFILES.to_owned()),
-            ("TURNSTILE_BROKERS", self.brokers.clone()),
-            ("TURNSTILE_GROUP_ID", group_id.to_owned()),
-            // The same instance id across restarts: static membership hands the partitions
-            // straight back, and the transactional id fences the killed incarnation.
-            ("TURNSTILE_INSTANCE_ID", format!("e2e-{}-w{n}", self.id)),
-            ("TURNSTILE_TOPIC_TURNS", topics.inbound.clone()),
-            ("TURNSTILE_TOPIC_REPLIES", topics.replies.clone()),
-            ("TURNSTILE_TOPIC_EVENTS", topics.events.clone()),
-            ("TURNSTILE_TOPIC_DEAD_LETTERS", topics.dead_letters.clone()),
-            ("TURNSTILE_KEYSPACE", KEYSPACE.to_owned()),
-            ("TURNSTILE_CQL_CONTACT", self.contact.clone()),
-            ("TURNSTILE_MODEL_BASE_URL", self.model.base_url()),
-            ("TURNSTILE_TOOLS_BASE_URL", tools.unwrap_or_default()),
-            (
-                "TURNSTILE_SESSION_TIMEOUT_MS",
-                SESSION_TIMEOUT_MS.to_owned(),
-            ),
-            ("TURNSTILE_DRAIN_BUDGET_MS", DRAIN_BUDGET_MS.to_owned()),
-            (
-                "TURNSTILE_COMMIT_INTERVAL_MS",
-                COMMIT_INTERVAL_MS.to_owned(),
-            ),
-        ] {
-            env.push((k.to_owned(), v));
-        }
+        let shared = WorkerEnv {
+            log_filter: std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
+            config: PathBuf::from(config),
+            profiles: PathBuf::from(PROFILES),
+            brokers: self.brokers.clone(),
+            group_id: group_id.to_owned(),
+            topics: topics.clone(),
+            keyspace: KEYSPACE.to_owned(),
+            cql_contact: self.contact.clone(),
+            model_base_url: self.model.base_url(),
+            tools_base_url: self
+                .tools
+                .as_ref()
+                .map(ToolServer::base_url)
+                .unwrap_or_default(),
+            session_timeout_ms: SESSION_TIMEOUT_MS,
+            drain_budget_ms: DRAIN_BUDGET_MS,
+            commit_interval_ms: Some(COMMIT_INTERVAL_MS),
+        };
+        let mut env = shared.vars()?;
+        // The same instance id across restarts: static membership hands the partitions
+        // straight back, and the transactional id fences the killed incarnation.
+        env.push((
+            "TURNSTILE_INSTANCE_ID".into(),
+            format!("e2e-{}-w{n}", self.id),
+        ));
         for (name, value) in settings {
             // `apply_overrides` accepted the block, so every name is known; null means "the
             // default", which an unset variable gives.
@@ -368,15 +347,6 @@ impl Run {
             };
             if SETTING_NAMES.contains(&name.as_str()) {
                 env.push((name.clone(), text));
-            }
-        }
-        // The worker refuses to start when a profile names an API key variable that is unset;
-        // the test server ignores keys, so a dummy one does.
-        let profiles =
-            load_profiles(Path::new(PROFILES)).map_err(|e| format!("{PROFILES}: {e}"))?;
-        for profile in profiles.profiles.values() {
-            if let Some(var) = &profile.api_key_env {
-                env.push((var.clone(), "e2e-dummy-key".into()));
             }
         }
         Ok(env)
@@ -713,33 +683,16 @@ struct Worker {
 impl Worker {
     /// Starts `turnstile run` with the worker's environment on a free loopback port.
     fn spawn(&mut self) -> Result<(), String> {
-        let port = free_port()?;
-        let mut log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log_path)
-            .map_err(|e| format!("cannot open {}: {e}", self.log_path.display()))?;
-        let stderr = log
-            .try_clone()
-            .map_err(|e| format!("cannot open {}: {e}", self.log_path.display()))?;
-        let mut command = Command::new(&self.exe);
-        command
-            .arg("run")
-            .env_clear()
-            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .env("TURNSTILE_LISTEN", format!("127.0.0.1:{port}"))
-            .stdin(Stdio::null());
-        let _ = writeln!(
-            log,
-            "----- e2e runner: starting worker {} on port {port} -----",
-            self.n
-        );
-        let child = command
-            .stdout(Stdio::from(log))
-            .stderr(Stdio::from(stderr))
-            .spawn()
-            .map_err(|e| format!("cannot start the worker: {e}"))?;
-        self.child = Some(child);
+        let port = worker_process::free_port()?;
+        let mut env = self.env.clone();
+        env.push(("TURNSTILE_LISTEN".into(), format!("127.0.0.1:{port}")));
+        let banner = format!("e2e runner: starting worker {} on port {port}", self.n);
+        self.child = Some(worker_process::spawn(
+            &self.exe,
+            &env,
+            &self.log_path,
+            &banner,
+        )?);
         self.port = port;
         self.ready = false;
         Ok(())
@@ -765,7 +718,7 @@ impl Worker {
                     self.log_tail()
                 ));
             }
-            if readyz(self.port) {
+            if worker_process::readyz(self.port) {
                 self.ready = true;
                 return Ok(());
             }
@@ -802,35 +755,19 @@ impl Worker {
         }
     }
 
-    /// SIGKILL (what `Child::kill` sends on Unix) and reap.
+    /// SIGKILL and reap.
     fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
+            worker_process::kill(&mut child);
         }
         self.ready = false;
     }
 
     /// SIGTERM, so the worker drains and leaves its group; SIGKILL if it does not stop in time.
     fn stop(&mut self) {
-        let Some(mut child) = self.child.take() else {
-            return;
-        };
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(child.id().to_string())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-        let until = Instant::now() + STOP_GRACE;
-        while Instant::now() < until {
-            if let Ok(Some(_)) = child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
+        if let Some(mut child) = self.child.take() {
+            worker_process::terminate(&mut child, STOP_GRACE);
         }
-        let _ = child.kill();
-        let _ = child.wait();
     }
 
     /// The group's committed offset of inbound `partition` (the next offset to process).
@@ -1036,56 +973,6 @@ async fn delete_topics(brokers: &str, names: &[String]) -> Result<(), String> {
         .await
         .map(|_| ())
         .map_err(|e| e.to_string())
-}
-
-/// The binary the workers run: a hard link (or copy) of this one in the run's folder, so that a
-/// `cargo build` elsewhere mid-run, which replaces `target/*/turnstile`, cannot take it away.
-fn snapshot_binary(dir: &Path) -> Result<PathBuf, String> {
-    let exe =
-        std::env::current_exe().map_err(|e| format!("cannot find the turnstile binary: {e}"))?;
-    let dest = dir.join("turnstile");
-    if std::fs::hard_link(&exe, &dest).is_ok() {
-        return Ok(dest);
-    }
-    // Already replaced (Linux then names it "... (deleted)"): the kernel still has this one.
-    let source = if exe.exists() {
-        exe
-    } else {
-        PathBuf::from("/proc/self/exe")
-    };
-    std::fs::copy(&source, &dest)
-        .map(|_| dest)
-        .map_err(|e| format!("cannot copy {} for the workers: {e}", source.display()))
-}
-
-/// A loopback port free right now (the worker binds it a moment later; a lost race is retried).
-fn free_port() -> Result<u16, String> {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| format!("no free loopback port: {e}"))
-}
-
-/// `GET /readyz` answered 200.
-fn readyz(port: u16) -> bool {
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let Ok(mut stream) = TcpStream::connect_timeout(&addr, Duration::from_millis(500)) else {
-        return false;
-    };
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-    let _ = stream.set_write_timeout(Some(Duration::from_secs(2)));
-    if stream
-        .write_all(b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-        .is_err()
-    {
-        return false;
-    }
-    let mut answer = String::new();
-    let _ = stream.read_to_string(&mut answer);
-    answer
-        .lines()
-        .next()
-        .is_some_and(|status| status.split_whitespace().nth(1) == Some("200"))
 }
 
 fn replies_of<'a>(seen: &'a [ReadMessage], turn_id: &str) -> Vec<&'a ReadMessage> {
