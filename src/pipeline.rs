@@ -26,7 +26,7 @@ pub struct InFlightTurn {
 
 /// Encodes the [`InFlightTurn`] of `base` + `answers` + [`Answer::Persisted`] from borrows:
 /// the owned struct would clone the base state and every answer just to serialise them.
-pub fn encode_in_flight(turn_id: &str, base: &AgentState, answers: &[Answer]) -> Vec<u8> {
+fn encode_in_flight(turn_id: &str, base: &AgentState, answers: &[Answer]) -> Vec<u8> {
     struct Recorded<'a>(&'a [Answer]);
     impl Serialize for Recorded<'_> {
         fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
