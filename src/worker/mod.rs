@@ -786,6 +786,11 @@ where
             .push(encode_dead_letter(&inbound, &rejection, now_ms()));
         finished.outcome = "dead_lettered";
     };
+    // A turn the engine or the store refused for good (not an outage: those are retried).
+    let engine_error = |finished: &mut Finished, detail: String| {
+        let reason = DeadLetterReason::EngineError;
+        dead_letter(finished, Rejection { reason, detail });
+    };
     let services = &shared.services;
     let turn = match decode_turn(&inbound, &shared.limits, &services.catalog) {
         Ok(t) => t,
@@ -805,12 +810,9 @@ where
             {
                 Ok(r) => r,
                 Err(e) => {
-                    dead_letter(
+                    engine_error(
                         &mut finished,
-                        Rejection {
-                            reason: DeadLetterReason::EngineError,
-                            detail: format!("checkpoint store refused the read: {e}"),
-                        },
+                        format!("checkpoint store refused the read: {e}"),
                     );
                     return finished;
                 }
@@ -892,13 +894,7 @@ where
                 continue;
             }
             Err(e) => {
-                dead_letter(
-                    &mut finished,
-                    Rejection {
-                        reason: DeadLetterReason::EngineError,
-                        detail: e.to_string(),
-                    },
-                );
+                engine_error(&mut finished, e.to_string());
                 return finished;
             }
         };
@@ -930,13 +926,7 @@ where
         let ts = match write_timestamp(epoch, record.offset, 1) {
             Ok(ts) => ts,
             Err(e) => {
-                dead_letter(
-                    &mut finished,
-                    Rejection {
-                        reason: DeadLetterReason::EngineError,
-                        detail: e.to_string(),
-                    },
-                );
+                engine_error(&mut finished, e.to_string());
                 return finished;
             }
         };
@@ -945,12 +935,9 @@ where
         })
         .await
         {
-            dead_letter(
+            engine_error(
                 &mut finished,
-                Rejection {
-                    reason: DeadLetterReason::EngineError,
-                    detail: format!("checkpoint store refused the write: {e}"),
-                },
+                format!("checkpoint store refused the write: {e}"),
             );
             return finished;
         }
