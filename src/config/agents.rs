@@ -179,8 +179,21 @@ struct RawParameter {
     values: Option<Vec<RawEnumValue>>,
     #[serde(default)]
     label: Option<RawLocalized>,
+    /// Other names a customer uses for it (`zip`, `número`): with the label they introduce a
+    /// plain value in a sentence (PR-1: `the number is 45`).
+    #[serde(default)]
+    synonyms: Vec<ScalarString>,
     #[serde(default)]
     example: Option<ScalarString>,
+}
+
+/// A parameter definition after validation, before tools take it.
+#[derive(Debug, Clone)]
+struct ParameterDef {
+    kind: ParameterKind,
+    label: Localized,
+    synonyms: Vec<String>,
+    example: Option<String>,
 }
 
 /// An enum option: `express` or `{value: express, synonyms: [fast, rápido]}`.
@@ -329,11 +342,12 @@ struct RawMessages {
     human_handoff: Option<String>,
     handoff_pending: Option<String>,
     end_session: Option<String>,
+    pre_validation_unavailable: Option<String>,
 }
 
 impl RawMessages {
     /// `(key, override)` pairs, in [`MessageSet`] field order.
-    fn entries(self) -> [(&'static str, Option<String>); 20] {
+    fn entries(self) -> [(&'static str, Option<String>); 21] {
         [
             ("ask_parameters", self.ask_parameters),
             ("invalid_value", self.invalid_value),
@@ -355,6 +369,10 @@ impl RawMessages {
             ("human_handoff", self.human_handoff),
             ("handoff_pending", self.handoff_pending),
             ("end_session", self.end_session),
+            (
+                "pre_validation_unavailable",
+                self.pre_validation_unavailable,
+            ),
         ]
     }
 }
@@ -381,12 +399,13 @@ fn message_slot<'a>(set: &'a mut MessageSet, key: &str) -> &'a mut String {
         "human_handoff" => &mut set.human_handoff,
         "handoff_pending" => &mut set.handoff_pending,
         "end_session" => &mut set.end_session,
+        "pre_validation_unavailable" => &mut set.pre_validation_unavailable,
         other => unreachable!("unknown message key {other}"),
     }
 }
 
 /// Every template of a message set, as `(key, template)`.
-pub fn message_entries(set: &MessageSet) -> [(&'static str, &str); 20] {
+pub fn message_entries(set: &MessageSet) -> [(&'static str, &str); 21] {
     [
         ("ask_parameters", &set.ask_parameters),
         ("invalid_value", &set.invalid_value),
@@ -408,6 +427,10 @@ pub fn message_entries(set: &MessageSet) -> [(&'static str, &str); 20] {
         ("human_handoff", &set.human_handoff),
         ("handoff_pending", &set.handoff_pending),
         ("end_session", &set.end_session),
+        (
+            "pre_validation_unavailable",
+            &set.pre_validation_unavailable,
+        ),
     ]
 }
 
@@ -449,6 +472,9 @@ pub fn default_messages(locale: Locale) -> MessageSet {
             handoff_pending: "Your request is with our team. A person will answer you shortly."
                 .into(),
             end_session: DEFAULT_END_SESSION_MESSAGE.into(),
+            pre_validation_unavailable: "Sorry, I could not check your {tool} right now. \
+                                         Nothing was changed; please try again later."
+                .into(),
         },
         Locale::PtBr => MessageSet {
             ask_parameters: "Para continuar com o {tool}, por favor envie {labels}.".into(),
@@ -478,6 +504,9 @@ pub fn default_messages(locale: Locale) -> MessageSet {
                               responder em breve."
                 .into(),
             end_session: "O atendimento foi encerrado. Obrigado pelo contato.".into(),
+            pre_validation_unavailable: "Desculpe, não consegui verificar o {tool} agora. \
+                                         Nada foi alterado; tente novamente mais tarde."
+                .into(),
         },
     }
 }
@@ -684,8 +713,7 @@ impl Validator<'_> {
         }
 
         // Parameter definitions (shared by the tools).
-        let mut params: BTreeMap<String, (ParameterKind, Localized, Option<String>)> =
-            BTreeMap::new();
+        let mut params: BTreeMap<String, ParameterDef> = BTreeMap::new();
         for (name, raw) in a.parameters {
             let key = format!("{base}.parameters.{name}");
             self.check_name(&key, "parameter", &name);
@@ -862,12 +890,7 @@ impl Validator<'_> {
         }
     }
 
-    fn parameter(
-        &mut self,
-        key: &str,
-        name: &str,
-        raw: RawParameter,
-    ) -> Option<(ParameterKind, Localized, Option<String>)> {
+    fn parameter(&mut self, key: &str, name: &str, raw: RawParameter) -> Option<ParameterDef> {
         let before = self.errors.len();
         let type_name = format!("{:?}", raw.kind).to_lowercase();
         let misplaced = |field: &str, allowed: &str| {
@@ -1014,6 +1037,12 @@ impl Validator<'_> {
         };
 
         let label = self.localized(raw.label, name);
+        let synonyms: Vec<String> = raw
+            .synonyms
+            .into_iter()
+            .map(|s| s.0.trim().to_owned())
+            .filter(|s| !s.is_empty())
+            .collect();
         let example = raw.example.map(|s| s.0.trim().to_owned());
         let kind = kind?;
         let example = match example {
@@ -1043,7 +1072,12 @@ impl Validator<'_> {
         if self.errors.len() > before {
             return None;
         }
-        Some((kind, label, example))
+        Some(ParameterDef {
+            kind,
+            label,
+            synonyms,
+            example,
+        })
     }
 
     fn tool(
@@ -1052,7 +1086,7 @@ impl Validator<'_> {
         name: &str,
         raw: RawTool,
         agents: &BTreeMap<String, DomainAgent>,
-        params: &BTreeMap<String, (ParameterKind, Localized, Option<String>)>,
+        params: &BTreeMap<String, ParameterDef>,
     ) -> Option<Tool> {
         let before = self.errors.len();
         if !agents.contains_key(&raw.agent) {
@@ -1095,12 +1129,13 @@ impl Validator<'_> {
                     continue;
                 }
                 match params.get(p) {
-                    Some((kind, label, example)) => parameters.push(ParameterSpec {
+                    Some(def) => parameters.push(ParameterSpec {
                         name: p.clone(),
-                        kind: kind.clone(),
+                        kind: def.kind.clone(),
                         required,
-                        label: label.clone(),
-                        example: example.clone(),
+                        label: def.label.clone(),
+                        synonyms: def.synonyms.clone(),
+                        example: def.example.clone(),
                     }),
                     None if self.parameter_was_defined(key, p) => {}
                     None => self.err(

@@ -29,6 +29,9 @@ pub struct ParameterSpec {
     pub kind: ParameterKind,
     pub required: bool,
     pub label: Localized,
+    /// Other names customers use for it; with the name and label they introduce a plain value
+    /// (PR-1: `the number is 45`).
+    pub synonyms: Vec<String>,
     /// A short example of a valid value, used when asking again after an invalid one.
     pub example: Option<String>,
 }
@@ -109,6 +112,8 @@ pub struct MessageSet {
     pub human_handoff: String,
     pub handoff_pending: String,
     pub end_session: String,
+    /// LC-1: pre-validation could not be obtained (FAILED, `pre_validation_unavailable`).
+    pub pre_validation_unavailable: String,
 }
 
 /// A deployed assistant (`agent_id` of the conversation identity).

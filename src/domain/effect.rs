@@ -169,6 +169,8 @@ pub struct Event {
 pub enum Inconsistency {
     StatusWithoutTransaction,
     ToolNotConfigured,
+    /// An `active_transaction` whose own status is IDLE or terminal (ST-5).
+    TransactionNotActive,
 }
 
 impl Inconsistency {
@@ -176,6 +178,7 @@ impl Inconsistency {
         match self {
             Inconsistency::StatusWithoutTransaction => "status_without_transaction",
             Inconsistency::ToolNotConfigured => "tool_not_configured",
+            Inconsistency::TransactionNotActive => "transaction_not_active",
         }
     }
 }

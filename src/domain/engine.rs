@@ -21,6 +21,7 @@ use crate::domain::effect::{
     InterpreterRequest, ParameterBrief, Request, RouteDecision, RouterRequest, ToolRequest,
     TransactionSummary, Transition, TurnOutcome,
 };
+use crate::domain::locale::Locale;
 use crate::domain::parameter::{self, InvalidReason};
 use crate::domain::state::{AgentState, HistoryEntry, Speaker};
 use crate::domain::transaction::{
@@ -105,6 +106,7 @@ impl<'a> Engine<'a> {
             answers,
             cursor: 0,
             opened: 0,
+            interpreted: false,
             state: state.clone(),
             out: empty_outcome(),
         };
@@ -146,6 +148,16 @@ impl From<EngineError> for Flow {
 
 type Flowing<T> = Result<T, Flow>;
 
+/// What the interpreter's reading did to the transaction in flight.
+enum Reading {
+    /// It settled the turn (values merged, a decline, the confirmation question asked again).
+    Settled,
+    /// It cancelled the transaction of this tool (PR-2); the router may still find a new intent.
+    Cancelled(String),
+    /// Nothing actionable: unclear, below the threshold, a failure, or no usable value.
+    Nothing,
+}
+
 /// A parsed router answer that counts.
 enum Routed {
     /// Nothing usable: fallback or out of scope (`true` = the router said out of scope).
@@ -166,6 +178,8 @@ struct Run<'a> {
     cursor: usize,
     /// Transactions opened this turn, so two opened in one turn get distinct ids.
     opened: u32,
+    /// Whether the interpreter already read this message (step 6 reads it at most once).
+    interpreted: bool,
     state: AgentState,
     out: TurnOutcome,
 }
@@ -209,6 +223,34 @@ impl<'a> Run<'a> {
                 json!({"transaction_status": self.state.transaction_status}),
             );
             self.state.recompute_projections();
+        }
+        // ST-5: an active transaction whose own status is not an active one never wedges the
+        // conversation: IDLE ends CANCELLED, a terminal one becomes `last_transaction` as it is.
+        let stale = self
+            .state
+            .active_transaction
+            .as_ref()
+            .map(|tx| tx.status)
+            .filter(|s| *s == TransactionStatus::Idle || s.is_terminal());
+        if let Some(status) = stale {
+            self.inconsistent(
+                Inconsistency::TransactionNotActive,
+                json!({"status": status}),
+            );
+            if status == TransactionStatus::Idle {
+                self.terminate(TransactionStatus::Cancelled, reason::INCONSISTENT_STATE)?;
+            } else if let Some(tx) = self.state.active_transaction.take() {
+                self.state.last_transaction = Some(tx);
+            }
+            self.state.recompute_projections();
+        }
+        // A seed-shaped transaction (ST-4) has no agent: it is the configured tool's.
+        if let Some(tx) = self.state.active_transaction.as_mut() {
+            if tx.agent.is_empty() {
+                if let Some(tool) = self.assistant.tools.get(&tx.tool) {
+                    tx.agent = tool.agent.clone();
+                }
+            }
         }
         let unknown_tool = self
             .state
@@ -352,7 +394,12 @@ impl<'a> Run<'a> {
                     if self.state.active_agent.is_some()
                         && self.state.active_transaction.is_some() =>
                 {
-                    return self.interpret(text);
+                    return match self.read_with_interpreter(text)? {
+                        Reading::Settled => Ok(()),
+                        // PR-2: the same message may carry a new intent; the router decides.
+                        Reading::Cancelled(tool) => self.route(text, Some(&tool)),
+                        Reading::Nothing => self.clarify(false),
+                    };
                 }
                 _ => {}
             }
@@ -361,53 +408,72 @@ impl<'a> Run<'a> {
         self.route(text, None)
     }
 
-    /// PR-1: typed parsers read the message against the transaction's parameters.
+    /// PR-1: typed parsers read the message against the transaction's parameters; only values
+    /// that clearly fill (a distinctive form anywhere, a plain one alone or after its label)
+    /// settle the turn, so a number inside an unrelated sentence goes on to the classifier.
     fn try_typed_fill(&mut self, text: &str) -> Flowing<bool> {
-        let Some(tool) = self.active_tool() else {
+        let Some(reading) = self.typed_reading(text) else {
             return Ok(false);
         };
-        let params: Vec<(&str, &parameter::ParameterKind)> = tool
-            .parameters
-            .iter()
-            .map(|p| (p.name.as_str(), &p.kind))
-            .collect();
-        let extraction = parameter::extract(&params, text, self.turn.locale);
-        let tx = self.active().expect("status checked by caller");
-        let pending = tx.missing_parameters.clone();
-        let fills_pending = extraction.values.iter().any(|v| {
+        let tool = self.active_tool().expect("typed_reading needs one");
+        let pending = self.active().expect("active").missing_parameters.clone();
+        let fills_pending = reading.values.iter().any(|v| {
             pending.contains(&v.name) && tool.parameter(&v.name).is_some_and(|p| p.kind.is_typed())
         });
         // MG-4: a rejected value for a parameter that is still missing is explained, even when
         // other values of the same message were valid and merged.
-        let first_rejected = extraction
+        let rejected_pending = reading
             .rejected
             .into_iter()
             .find(|r| pending.contains(&r.name));
-        if fills_pending {
-            let values: BTreeMap<String, Value> = extraction
-                .values
-                .into_iter()
-                .map(|v| (v.name, v.value))
-                .collect();
-            self.merge(values);
-            self.active_mut().failed_attempts = 0;
-            let still_missing = first_rejected.as_ref().is_some_and(|r| {
-                self.active()
-                    .is_some_and(|tx| tx.missing_parameters.contains(&r.name))
-            });
-            match first_rejected {
-                Some(r) if still_missing => {
-                    self.invalid_value(&r.name, &r.invalid.raw, r.invalid.reason)?
-                }
-                _ => self.advance()?,
+        if !fills_pending && rejected_pending.is_none() {
+            return Ok(false);
+        }
+        let valid: BTreeMap<String, Value> = reading
+            .values
+            .into_iter()
+            .map(|v| (v.name, v.value))
+            .collect();
+        let invalid: Vec<(String, String, InvalidReason)> = rejected_pending
+            .into_iter()
+            .map(|r| (r.name, r.invalid.raw, r.invalid.reason))
+            .collect();
+        self.apply_values(valid, invalid)?;
+        Ok(true)
+    }
+
+    /// The typed parsers' clear reading of `text` for the active tool's parameters (PR-1, MG-5).
+    fn typed_reading(&self, text: &str) -> Option<parameter::Extraction> {
+        let tool = self.active_tool()?;
+        Some(read_clear_values(tool, text, self.turn.locale))
+    }
+
+    /// MG-5: the typed parsers' clear reading of the message wins over a model's value for the
+    /// same parameter and adds the parameters the model missed.
+    #[allow(clippy::type_complexity)]
+    fn with_typed_reading(
+        &self,
+        text: &str,
+        mut valid: BTreeMap<String, Value>,
+        mut invalid: Vec<(String, String, InvalidReason)>,
+    ) -> (
+        BTreeMap<String, Value>,
+        Vec<(String, String, InvalidReason)>,
+    ) {
+        let Some(reading) = self.typed_reading(text) else {
+            return (valid, invalid);
+        };
+        for v in reading.values {
+            invalid.retain(|(name, _, _)| *name != v.name);
+            valid.insert(v.name, v.value);
+        }
+        for r in reading.rejected {
+            let known = valid.contains_key(&r.name) || invalid.iter().any(|(n, _, _)| *n == r.name);
+            if !known {
+                invalid.push((r.name, r.invalid.raw, r.invalid.reason));
             }
-            return Ok(true);
         }
-        if let Some(first) = first_rejected {
-            self.invalid_value(&first.name, &first.invalid.raw, first.invalid.reason)?;
-            return Ok(true);
-        }
-        Ok(false)
+        (valid, invalid)
     }
 
     /// Step 4: returns the accepted label, or None after a counted fallback (SC-2).
@@ -437,8 +503,10 @@ impl<'a> Run<'a> {
         })
     }
 
-    /// Step 5: the interpreter reads free text against the transaction in flight.
-    fn interpret(&mut self, text: &str) -> Flowing<()> {
+    /// Steps 5 and 6: the interpreter reads free text against the transaction in flight. A model
+    /// never confirms (PR-6): `affirm` only asks the confirmation question again.
+    fn read_with_interpreter(&mut self, text: &str) -> Flowing<Reading> {
+        self.interpreted = true;
         let tool = self.active_tool().expect("caller checked the transaction");
         let tx = self.active().expect("caller checked the transaction");
         let agent = tx.agent.clone();
@@ -467,46 +535,79 @@ impl<'a> Run<'a> {
             Ok(d) if confident(d.confidence, self.settings.interpreter_confidence_threshold) => d,
             Ok(_) => {
                 self.fallback(Skill::Interpreter, FallbackReason::LowConfidence);
-                return self.clarify(false);
+                return Ok(Reading::Nothing);
             }
             Err(f) => {
                 self.fallback(Skill::Interpreter, f.into());
-                return self.clarify(false);
+                return Ok(Reading::Nothing);
             }
         };
         let awaiting = self.active_status() == Some(TransactionStatus::AwaitingConfirmation);
         match decision.act {
-            InterpreterAct::Provide => self.provide(decision.arguments),
-            InterpreterAct::Cancel => {
-                let cancelled = self.active().map(|tx| tx.tool.clone());
-                self.cancel_by_user()?;
-                // PR-2: the same message may carry a new intent; the router decides.
-                self.route(text, cancelled.as_deref())
+            InterpreterAct::Provide => {
+                let (valid, invalid) = self.validate_values(&decision.arguments);
+                let (valid, invalid) = self.with_typed_reading(text, valid, invalid);
+                if valid.is_empty() && invalid.is_empty() {
+                    return Ok(Reading::Nothing);
+                }
+                self.apply_values(valid, invalid)?;
+                Ok(Reading::Settled)
             }
-            InterpreterAct::Affirm if awaiting => self.confirmed(),
-            InterpreterAct::Deny if awaiting => self.declined(),
+            InterpreterAct::Cancel => {
+                let cancelled = self.active().map(|tx| tx.tool.clone()).unwrap_or_default();
+                if self.active_status() == Some(TransactionStatus::Executing) {
+                    self.reply(self.msgs.nothing_to_cancel.clone());
+                    return Ok(Reading::Settled);
+                }
+                self.cancel_by_user()?;
+                Ok(Reading::Cancelled(cancelled))
+            }
+            InterpreterAct::Affirm if awaiting => {
+                // PR-6: only a button or the recogniser confirms; ask the same question again.
+                self.ask_confirmation();
+                Ok(Reading::Settled)
+            }
+            InterpreterAct::Deny if awaiting => {
+                self.declined()?;
+                Ok(Reading::Settled)
+            }
             InterpreterAct::Affirm | InterpreterAct::Deny | InterpreterAct::Unclear => {
-                self.clarify(false)
+                Ok(Reading::Nothing)
             }
         }
     }
 
-    /// MG-1..MG-6: merge model-provided values; a correction re-confirms.
-    fn provide(&mut self, arguments: BTreeMap<String, Value>) -> Flowing<()> {
-        let (valid, invalid) = self.validate_values(&arguments);
-        if valid.is_empty() && invalid.is_empty() {
-            return self.clarify(false);
-        }
+    /// MG-1..MG-6: merges the valid values and explains the first invalid one. A change moves
+    /// the transaction on from where it stands — re-running pre-validation and asking for
+    /// confirmation of the arguments as they now are, in the same reply, even when part of the
+    /// message was invalid (MG-6's safety invariant: only shown arguments are ever confirmed).
+    fn apply_values(
+        &mut self,
+        valid: BTreeMap<String, Value>,
+        invalid: Vec<(String, String, InvalidReason)>,
+    ) -> Flowing<()> {
         let changed = self.merge(valid);
-        if let Some((name, raw, why)) = invalid.into_iter().next() {
-            return self.invalid_value(&name, &raw, why);
-        }
-        self.active_mut().failed_attempts = 0;
         if changed {
-            // MG-6: a changed value needs a fresh confirmation (and pre-validation).
             self.active_mut().confirmation_received = false;
         }
-        self.advance()
+        let Some((name, raw, why)) = invalid.into_iter().next() else {
+            self.active_mut().failed_attempts = 0;
+            return self.advance();
+        };
+        if self.invalid_value(&name, &raw, why)? {
+            return Ok(()); // attempts exhausted: the tool's way out took the turn
+        }
+        let complete = self
+            .active()
+            .is_some_and(|tx| tx.missing_parameters.is_empty());
+        if changed && complete {
+            return self.advance();
+        }
+        if self.active_status() == Some(TransactionStatus::AwaitingConfirmation) {
+            // Nothing changed: the question as it stands is still the one to answer.
+            self.ask_confirmation();
+        }
+        Ok(())
     }
 
     /// Step 6: the router. `cancelled`: the tool of a transaction this same message just cancelled
@@ -534,7 +635,9 @@ impl<'a> Run<'a> {
         let after_cancel = cancelled.is_some();
         let active = self.active().map(|tx| (tx.agent.clone(), tx.tool.clone()));
         match (routed, active) {
-            (Routed::Nowhere { out_of_scope }, Some(_)) => self.clarify(out_of_scope),
+            (Routed::Nowhere { out_of_scope }, Some(_)) => {
+                self.keep_after_router(text, BTreeMap::new(), out_of_scope)
+            }
             (Routed::Nowhere { .. }, None) => {
                 if !after_cancel {
                     self.reply(self.msgs.out_of_scope.clone());
@@ -552,9 +655,10 @@ impl<'a> Run<'a> {
                 let same_tool = tool.as_deref() == Some(active_tool.as_str());
                 let generic = tool.is_none();
                 if same_tool || (generic && agent == active_agent) {
-                    // PR-4: the transaction's own tool or a generic mention of its agent.
+                    // PR-4: the transaction's own tool or a generic mention of its agent; PR-2:
+                    // `never mind the address change` names the tool and still cancels it.
                     self.set_route(&agent, Some(active_tool));
-                    self.keep_with(arguments)
+                    self.keep_after_router(text, arguments, false)
                 } else if let Some(tool) = tool.filter(|_| !generic) {
                     if !self.assistant.offers(&self.turn.identity.tenant_id, &tool) {
                         self.reply(self.msgs.not_offered.clone());
@@ -565,10 +669,10 @@ impl<'a> Run<'a> {
                     self.terminate(TransactionStatus::Cancelled, reason::INTERRUPTED)?;
                     self.reply(self.msgs.interrupted.clone());
                     self.set_route(&agent, Some(tool.clone()));
-                    self.open(&agent, &tool, arguments)
+                    self.open(&agent, &tool, arguments, text)
                 } else {
                     // A generic mention of another agent is not a new intent: keep and clarify.
-                    self.clarify(false)
+                    self.keep_after_router(text, BTreeMap::new(), false)
                 }
             }
             (
@@ -583,7 +687,7 @@ impl<'a> Run<'a> {
                 self.state.active_agent = Some(agent.clone());
                 match tool {
                     Some(tool) if self.assistant.offers(&self.turn.identity.tenant_id, &tool) => {
-                        self.open(&agent, &tool, arguments)
+                        self.open(&agent, &tool, arguments, text)
                     }
                     Some(tool) => {
                         // LC-1: a tool not offered to this tenant ends OUT_OF_SCOPE.
@@ -651,19 +755,31 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// PR-4: keep the transaction, merging whatever valid arguments came with the routing.
-    fn keep_with(&mut self, arguments: BTreeMap<String, Value>) -> Flowing<()> {
+    /// Step 6 with a transaction active and no new intent: the interpreter reads the message if
+    /// it has not yet (a cancel on every path, PR-2); otherwise, or when it reads nothing
+    /// actionable, the transaction is kept with the router's valid arguments (PR-4) and the
+    /// reply clarifies when nothing was merged (PR-5).
+    fn keep_after_router(
+        &mut self,
+        text: &str,
+        arguments: BTreeMap<String, Value>,
+        out_of_scope: bool,
+    ) -> Flowing<()> {
+        if !self.interpreted {
+            match self.read_with_interpreter(text)? {
+                Reading::Settled | Reading::Cancelled(_) => return Ok(()),
+                Reading::Nothing => {}
+            }
+        }
         let (valid, invalid) = self.validate_values(&arguments);
-        let changed = self.merge(valid);
-        if let Some((name, raw, why)) = invalid.into_iter().next() {
-            return self.invalid_value(&name, &raw, why);
+        let changes = valid.iter().any(|(k, v)| {
+            self.active()
+                .is_some_and(|tx| tx.arguments.get(k) != Some(v))
+        });
+        if !changes && invalid.is_empty() {
+            return self.clarify(out_of_scope);
         }
-        if changed {
-            self.active_mut().confirmation_received = false;
-            self.advance()
-        } else {
-            self.clarify(false)
-        }
+        self.apply_values(valid, invalid)
     }
 
     // ---- transaction lifecycle ----
@@ -699,15 +815,19 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    /// Opens a transaction with the router's initial arguments and moves it as far as it goes.
-    fn open(&mut self, agent: &str, tool: &str, arguments: BTreeMap<String, Value>) -> Flowing<()> {
+    /// Opens a transaction with the router's initial arguments and the typed parsers' reading
+    /// of the message that started it (MG-5), and moves it as far as it goes (LC-1).
+    fn open(
+        &mut self,
+        agent: &str,
+        tool: &str,
+        arguments: BTreeMap<String, Value>,
+        text: &str,
+    ) -> Flowing<()> {
         self.open_bare(agent, tool)?;
         let (valid, invalid) = self.validate_values(&arguments);
-        self.merge(valid);
-        if let Some((name, raw, why)) = invalid.into_iter().next() {
-            return self.invalid_value(&name, &raw, why);
-        }
-        self.advance()
+        let (valid, invalid) = self.with_typed_reading(text, valid, invalid);
+        self.apply_values(valid, invalid)
     }
 
     /// LC-1: moves the active transaction through every step that has nothing to wait for.
@@ -729,6 +849,21 @@ impl<'a> Run<'a> {
                 other => return Err(self.mismatch("pre_validation", other)),
             };
             self.record_pre_validation(&request, &result);
+            let unavailable = result
+                .reason
+                .as_deref()
+                .is_some_and(|r| r.starts_with(PRE_VALIDATION_UNAVAILABLE));
+            if !result.eligible && unavailable {
+                // LC-1: no answer is not "not eligible": FAILED, and the customer may retry.
+                let title = self.active_title();
+                self.terminate(
+                    TransactionStatus::Failed,
+                    reason::PRE_VALIDATION_UNAVAILABLE,
+                )?;
+                let text = self.render(&self.msgs.pre_validation_unavailable, &[("tool", &title)]);
+                self.reply(text);
+                return Ok(());
+            }
             if !result.eligible {
                 let why = result.reason.clone().unwrap_or_default();
                 self.terminate(TransactionStatus::OutOfScope, reason::NOT_ELIGIBLE)?;
@@ -737,21 +872,7 @@ impl<'a> Run<'a> {
                         last.reason = Some(format!("{}: {why}", reason::NOT_ELIGIBLE));
                     }
                 }
-                // A transport failure is not the customer's business: say it plainly.
-                let shown = if why.starts_with(PRE_VALIDATION_UNAVAILABLE) {
-                    match self.turn.locale {
-                        crate::domain::locale::Locale::PtBr => {
-                            "não foi possível verificar agora; tente novamente mais tarde"
-                                .to_owned()
-                        }
-                        crate::domain::locale::Locale::En => {
-                            "we could not check it right now; please try again later".to_owned()
-                        }
-                    }
-                } else {
-                    why.clone()
-                };
-                let text = self.render(&self.msgs.not_eligible, &[("reason", &shown)]);
+                let text = self.render(&self.msgs.not_eligible, &[("reason", &why)]);
                 self.reply(text);
                 return Ok(());
             }
@@ -950,8 +1071,8 @@ impl<'a> Run<'a> {
     }
 
     /// MG-4: an invalid value is not merged; the reply says why and asks again; too many → the
-    /// tool's configured way out.
-    fn invalid_value(&mut self, name: &str, raw: &str, why: InvalidReason) -> Flowing<()> {
+    /// tool's configured way out. Returns true when that way out was a handoff (the turn is over).
+    fn invalid_value(&mut self, name: &str, raw: &str, why: InvalidReason) -> Flowing<bool> {
         let tool = self.active_tool().expect("active");
         let spec = tool.parameter(name);
         let label = spec
@@ -970,14 +1091,17 @@ impl<'a> Run<'a> {
         if exhausted {
             self.active_mut().failed_attempts = 0;
             match exhausted_way {
-                OnAttemptsExhausted::Handoff => return self.handoff(),
+                OnAttemptsExhausted::Handoff => {
+                    self.handoff()?;
+                    return Ok(true);
+                }
                 OnAttemptsExhausted::Clarify => {
                     let text = self.render(
                         &self.msgs.attempts_exhausted,
                         &[("label", &label), ("example", &example)],
                     );
                     self.reply(text);
-                    return Ok(());
+                    return Ok(false);
                 }
             }
         }
@@ -986,7 +1110,7 @@ impl<'a> Run<'a> {
             &[("label", &label), ("value", raw), ("example", &example)],
         );
         self.reply(text);
-        Ok(())
+        Ok(false)
     }
 
     // ---- session control (SC-5, SC-6) ----
@@ -1001,6 +1125,10 @@ impl<'a> Run<'a> {
             session_control: Some(SessionControl::HumanHandoff.as_str().into()),
         });
         let data = json!({
+            "route": ROUTE_HUMAN_HANDOFF,
+            "intent": ROUTE_HUMAN_HANDOFF,
+            "handoff": true,
+            "session_control": SessionControl::HumanHandoff.as_str(),
             "identity": &self.turn.identity,
             "locale": self.turn.locale,
             "last_turns": self.recent_history(self.settings.route_stickiness_history_turns.max(5)),
@@ -1033,6 +1161,10 @@ impl<'a> Run<'a> {
             session_control: Some(SessionControl::EndSession.as_str().into()),
         });
         let data = json!({
+            "route": ROUTE_END_SESSION,
+            "intent": ROUTE_END_SESSION,
+            "handoff": false,
+            "session_control": SessionControl::EndSession.as_str(),
             "identity": &self.turn.identity,
             "locale": self.turn.locale,
             "last_transaction": &self.state.last_transaction,
@@ -1267,11 +1399,45 @@ impl<'a> Run<'a> {
         self.state.mark_applied(&turn_id);
         self.state.last_turn_at_ms = Some(at);
         self.state.recompute_projections();
-        // Contract, Events: a fixed order by type; stable within a type.
-        self.out.events.sort_by_key(|e| e.kind);
+        // Contract, Events: the order things happened, with a diagnosis first and session events
+        // last (a stable sort keeps the transaction events as emitted: ended, started, ended).
+        self.out.events.sort_by_key(|e| match e.kind {
+            EventType::StateInconsistent => 0,
+            EventType::HumanHandoffRequested | EventType::EndRequested => 2,
+            _ => 1,
+        });
         self.out.state = self.state;
         self.out
     }
+}
+
+/// PR-1, MG-5: the clear typed reading of `text` for `tool`'s parameters. A parameter is named
+/// by its name (`house_number` → `house number`), its labels in every locale and its synonyms.
+fn read_clear_values(tool: &Tool, text: &str, locale: Locale) -> parameter::Extraction {
+    let labels: Vec<Vec<String>> = tool
+        .parameters
+        .iter()
+        .map(|p| {
+            let mut names = vec![
+                p.name.replace('_', " "),
+                p.label.en.clone(),
+                p.label.pt_br.clone(),
+            ];
+            names.extend(p.synonyms.iter().cloned());
+            names
+        })
+        .collect();
+    let params: Vec<parameter::LabelledParameter<'_>> = tool
+        .parameters
+        .iter()
+        .zip(&labels)
+        .map(|(p, labels)| parameter::LabelledParameter {
+            name: &p.name,
+            kind: &p.kind,
+            labels,
+        })
+        .collect();
+    parameter::extract_clear(&params, text, locale)
 }
 
 /// SC-2: "above the threshold" read as "not below it"; NaN and out-of-range never count.

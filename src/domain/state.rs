@@ -271,6 +271,7 @@ pub fn decode(bytes: &[u8]) -> Result<AgentState, DecodeStateError> {
     if version < 2 {
         migrate_v1_to_v2(&mut value);
     }
+    complete_seed_transactions(&mut value);
     let mut state: AgentState =
         serde_json::from_value(value).map_err(|e| DecodeStateError::Shape {
             version,
@@ -317,9 +318,109 @@ fn migrate_v1_to_v2(value: &mut Value) {
     }
 }
 
+/// ST-4: a transaction in the seed's own shape (tool, status, arguments, missing parameters,
+/// confirmation flags; no id, agent or times) gets what this release needs, derived only from
+/// what is stored, so decoding the same bytes always yields the same transaction (and EV-4 key).
+/// The agent is left empty: the engine fills it from the configured tool (a pure decode has no
+/// catalog). Fields it already has are never touched.
+fn complete_seed_transactions(value: &mut Value) {
+    let Some(obj) = value.as_object_mut() else {
+        return;
+    };
+    let top_status = obj.get("transaction_status").cloned();
+    let top_missing = obj.get("missing_parameters").cloned();
+    let top_required = obj.get("confirmation_required").cloned();
+    let top_received = obj.get("confirmation_received").cloned();
+    let at = obj
+        .get("last_turn_at_ms")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    for key in ["active_transaction", "last_transaction"] {
+        let Some(tx) = obj.get_mut(key).and_then(Value::as_object_mut) else {
+            continue;
+        };
+        if tx.contains_key("id") && tx.contains_key("agent") {
+            continue;
+        }
+        // The seed's hosts wrote the tool under `tool` or `tool_name`.
+        if !tx.contains_key("tool") {
+            if let Some(name) = tx.remove("tool_name") {
+                tx.insert("tool".into(), name);
+            }
+        }
+        if key == "active_transaction" {
+            // The seed kept these beside the transaction; they describe the active one.
+            for (field, top) in [
+                ("status", &top_status),
+                ("missing_parameters", &top_missing),
+                ("confirmation_required", &top_required),
+                ("confirmation_received", &top_received),
+            ] {
+                if let Some(v) = top.as_ref().filter(|v| !v.is_null()) {
+                    tx.entry(field).or_insert_with(|| v.clone());
+                }
+            }
+        }
+        let content = serde_json::to_string(&*tx).unwrap_or_default();
+        let id = uuid::Uuid::new_v5(&SEED_TRANSACTION_NAMESPACE, content.as_bytes());
+        tx.entry("id")
+            .or_insert_with(|| Value::from(id.to_string()));
+        tx.entry("agent").or_insert_with(|| Value::from(""));
+        tx.entry("arguments")
+            .or_insert_with(|| Value::Object(Default::default()));
+        tx.entry("missing_parameters")
+            .or_insert_with(|| Value::Array(Vec::new()));
+        tx.entry("confirmation_required")
+            .or_insert(Value::Bool(false));
+        tx.entry("confirmation_received")
+            .or_insert(Value::Bool(false));
+        tx.entry("opened_at_ms").or_insert_with(|| Value::from(at));
+        tx.entry("updated_at_ms").or_insert_with(|| Value::from(at));
+    }
+}
+
+/// Namespace of the ids given to seed-shaped transactions on load (ST-4, EV-4).
+const SEED_TRANSACTION_NAMESPACE: uuid::Uuid =
+    uuid::Uuid::from_u128(0x2d4c_51a8_0e7b_4f3c_8a61_5b9e_c0d2_7f14);
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // ST-4: a seed-shaped active transaction (the seed's fields only) loads, with a stable id.
+    #[test]
+    fn seed_shaped_transaction_migrates_with_a_stable_id() {
+        let seed = br#"{
+            "active_transaction": {"tool":"retail_address_change",
+                "arguments":{"order_id":"PED-1001"},
+                "confirmation_required":true,"confirmation_received":false},
+            "last_transaction": {"tool_name":"retail_order_tracking","status":"COMPLETED",
+                "arguments":{"order_id":"PED-7"}},
+            "transaction_status": "COLLECTING_PARAMETERS",
+            "missing_parameters": ["zip_code","house_number"],
+            "history": [{"role":"user","content":"change my address"}]
+        }"#;
+        let state = decode(seed).unwrap();
+        let tx = state.active_transaction.as_ref().unwrap();
+        assert_eq!(tx.tool, "retail_address_change");
+        assert_eq!(tx.status, TransactionStatus::CollectingParameters);
+        assert_eq!(tx.missing_parameters, vec!["zip_code", "house_number"]);
+        assert_eq!(tx.arguments["order_id"], "PED-1001");
+        assert!(
+            tx.agent.is_empty(),
+            "the engine fills the agent from the catalog"
+        );
+        assert_eq!(tx.id.len(), 36);
+        let last = state.last_transaction.as_ref().unwrap();
+        assert_eq!(last.tool, "retail_order_tracking");
+        assert_eq!(last.status, TransactionStatus::Completed);
+        assert_ne!(last.id, tx.id);
+        // Same bytes, same ids: the idempotency key (EV-4) survives a re-decode.
+        assert_eq!(decode(seed).unwrap(), state);
+        // A seed transaction without a status anywhere is undecodable, never guessed.
+        let no_status = br#"{"active_transaction": {"tool":"x","arguments":{}}}"#;
+        assert_eq!(decode(no_status).unwrap_err().reason(), "schema_mismatch");
+    }
 
     // ST-1: every field the contract names is in the checkpoint, with the seed's names.
     #[test]

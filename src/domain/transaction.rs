@@ -62,12 +62,14 @@ impl TransactionStatus {
 /// The lifecycle table (LC-3): the only status changes the engine may apply.
 /// Cancellation is possible until execution starts; once EXECUTING the call is in flight and only
 /// its result ends the transaction. FAILED is also reachable from any live state, for a
-/// transaction whose tool was removed from configuration (ST-5).
+/// transaction whose tool was removed from configuration (ST-5). IDLE → CANCELLED ends a stored
+/// transaction that never started (ST-5, reason `inconsistent_state`).
 pub fn is_legal_transition(from: TransactionStatus, to: TransactionStatus) -> bool {
     use TransactionStatus::*;
     matches!(
         (from, to),
         (Idle, CollectingParameters)
+            | (Idle, Cancelled)
             | (CollectingParameters, PreValidation)
             | (CollectingParameters, AwaitingConfirmation)
             | (CollectingParameters, Executing)
@@ -101,6 +103,8 @@ pub mod reason {
     pub const NOT_ELIGIBLE: &str = "not_eligible";
     pub const TOOL_NOT_CONFIGURED: &str = "tool_not_configured";
     pub const TOOL_FAILED: &str = "tool_failed";
+    pub const INCONSISTENT_STATE: &str = "inconsistent_state";
+    pub const PRE_VALIDATION_UNAVAILABLE: &str = "pre_validation_unavailable";
 }
 
 /// One pre-validation result (EV-2).

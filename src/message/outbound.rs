@@ -41,6 +41,14 @@ pub struct ReplyMessage {
     pub route: Option<String>,
     #[serde(deserialize_with = "nullable")]
     pub transaction_status: Option<TransactionStatus>,
+    /// SC-5/SC-6: the route decision, so a queue router needs nothing else. Optional (added in
+    /// place to v1): present when the turn was routed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intent: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoff: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_control: Option<String>,
     pub created_at: String,
 }
 
@@ -89,6 +97,16 @@ impl ReplyMessage {
             .and_then(|()| check_identity_part("agent_id", &m.agent_id, MAX_ID_CHARS))
             .and_then(|()| check_identity_part("session_id", &m.session_id, MAX_ID_CHARS))
             .and_then(|()| check_length("text", &m.text, 1, usize::MAX))
+            .and_then(|()| match m.intent.as_deref() {
+                Some(intent) => check_length("intent", intent, 1, usize::MAX),
+                None => Ok(()),
+            })
+            .and_then(|()| match m.session_control.as_deref() {
+                None | Some("HUMAN_HANDOFF" | "END_SESSION") => Ok(()),
+                Some(other) => Err(format!(
+                    "`session_control` is `{other}`; expected HUMAN_HANDOFF or END_SESSION"
+                )),
+            })
             .and_then(|()| check_time("created_at", &m.created_at).map(|_| ()));
         checks.map_err(|e| Rejection::new(DeadLetterReason::SchemaViolation, e))?;
         Ok(m)
@@ -166,6 +184,9 @@ pub fn encode_outputs(turn: &Turn, outcome: &TurnOutcome, now_ms: i64) -> Vec<Ou
             locale: turn.locale,
             route: outcome.route.as_ref().map(|r| r.route.clone()),
             transaction_status: outcome.state.transaction_status,
+            intent: outcome.route.as_ref().and_then(|r| r.intent.clone()),
+            handoff: outcome.route.as_ref().map(|r| r.handoff),
+            session_control: outcome.route.as_ref().and_then(|r| r.session_control.clone()),
             created_at: created_at.clone(),
         };
         outputs.push(Output {
