@@ -168,7 +168,8 @@ async fn crash_after_write_ahead_replays_without_model_and_same_key() {
         "same idempotency key"
     );
     let kinds: Vec<_> = replayed.outcome.events.iter().map(|e| e.kind).collect();
-    assert_eq!(kinds, vec![EventType::Completed, EventType::Started]);
+    // Contract, Events: as things happened — started, then its own ending.
+    assert_eq!(kinds, vec![EventType::Started, EventType::Completed]);
     assert_eq!(
         replayed.outcome.state.transaction_status,
         Some(TransactionStatus::Completed)
@@ -275,6 +276,115 @@ fn unconfigured_tool_is_diagnosed_and_failed() {
     assert_eq!(last.status, TransactionStatus::Failed);
     assert_eq!(last.reason.as_deref(), Some("tool_not_configured"));
     assert!(outcome.executed.is_empty());
+}
+
+// ST-5: a stored active transaction whose own status is IDLE ends CANCELLED (inconsistent_state),
+// diagnosed, and the turn goes on — the conversation is never wedged into dead letters.
+#[test]
+fn idle_active_transaction_is_cancelled_and_the_turn_goes_on() {
+    let catalog = catalog();
+    let settings = Settings::default();
+    let engine = Engine::new(&catalog, &settings);
+    let state = planted(TransactionStatus::Idle, "retail_order_cancel");
+    let turn = Turn {
+        input: TurnInput::Action(ChannelAction::Handoff),
+        ..text_turn("u6", "", 1_000)
+    };
+    let Step::Done(outcome) = engine.step(&state, &turn, &[]).unwrap() else {
+        panic!("a structured action needs no answers");
+    };
+    let kinds: Vec<_> = outcome.events.iter().map(|e| e.kind).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            EventType::StateInconsistent,
+            EventType::Cancelled,
+            EventType::HumanHandoffRequested
+        ]
+    );
+    assert_eq!(outcome.events[0].data["reason"], "transaction_not_active");
+    assert_eq!(outcome.events[1].data["transaction"]["id"], "tx-planted");
+    let last = outcome.state.last_transaction.as_ref().unwrap();
+    assert_eq!(last.status, TransactionStatus::Cancelled);
+    assert_eq!(last.reason.as_deref(), Some("inconsistent_state"));
+    assert!(outcome.state.active_transaction.is_none());
+    assert!(outcome.state.human_handoff_requested, "the turn went on");
+}
+
+// ST-5: a stored active transaction that is already terminal is copied to last_transaction as
+// it is, with no second ending event; the next message is handled normally.
+#[test]
+fn terminal_active_transaction_moves_to_last_without_a_second_event() {
+    let catalog = catalog();
+    let settings = Settings::default();
+    let engine = Engine::new(&catalog, &settings);
+    for status in [
+        TransactionStatus::Completed,
+        TransactionStatus::Cancelled,
+        TransactionStatus::OutOfScope,
+        TransactionStatus::Failed,
+    ] {
+        let state = planted(status, "retail_order_cancel");
+        let turn = Turn {
+            input: TurnInput::Action(ChannelAction::Cancel),
+            ..text_turn("u7", "", 1_000)
+        };
+        let Step::Done(outcome) = engine.step(&state, &turn, &[]).unwrap() else {
+            panic!("a structured action needs no answers");
+        };
+        let kinds: Vec<_> = outcome.events.iter().map(|e| e.kind).collect();
+        assert_eq!(kinds, vec![EventType::StateInconsistent], "{status:?}");
+        let last = outcome.state.last_transaction.as_ref().unwrap();
+        assert_eq!(last.status, status);
+        assert_eq!(last.id, "tx-planted");
+        assert!(last.reason.is_none(), "kept as it was");
+        assert!(outcome.state.active_transaction.is_none());
+        assert_eq!(outcome.state.transaction_status, Some(status));
+    }
+}
+
+// ST-4: a seed-era checkpoint whose active transaction has only the seed's fields loads, gets its
+// agent from the configured tool, and continues: `PED-1001` fills the order id.
+#[tokio::test]
+async fn seed_shaped_checkpoint_continues_the_transaction() {
+    let catalog = catalog();
+    let settings = Settings::default();
+    let engine = Engine::new(&catalog, &settings);
+    let store = InMemoryCheckpointStore::new();
+    let seed = br#"{
+        "active_transaction": {"tool": "retail_order_cancel", "status": "COLLECTING_PARAMETERS",
+            "arguments": {}, "missing_parameters": ["order_id"],
+            "confirmation_required": true, "confirmation_received": false},
+        "last_transaction": {},
+        "transaction_status": "COLLECTING_PARAMETERS",
+        "missing_parameters": ["order_id"],
+        "history": [{"role": "user", "content": "cancel my order"}]
+    }"#;
+    store.put(
+        &identity(),
+        CheckpointRecord {
+            state: seed.to_vec(),
+            in_flight: None,
+        },
+    );
+    let model = CountingModel::default();
+    let processed = process_turn(
+        &engine,
+        &store,
+        &model,
+        &RecordingTools::default(),
+        &text_turn("u8", "PED-1001", 1_000),
+    )
+    .await
+    .unwrap();
+    let tx = processed.outcome.state.active_transaction.as_ref().unwrap();
+    assert_eq!(tx.agent, "retail");
+    assert_eq!(tx.arguments["order_id"], "PED-1001");
+    assert_eq!(tx.status, TransactionStatus::AwaitingConfirmation);
+    assert_eq!(model.calls.load(Ordering::SeqCst), 0, "PR-1: no model");
+    let stored = state::decode(&store.get(&identity()).unwrap().state).unwrap();
+    assert_eq!(stored.schema_version, state::SCHEMA_VERSION);
+    assert_eq!(stored.active_transaction.unwrap().id, tx.id);
 }
 
 // ST-4: an undecodable checkpoint is an error, never silently replaced by an empty state.
