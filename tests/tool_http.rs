@@ -331,7 +331,8 @@ async fn pre_validation_not_eligible_ends_out_of_scope() {
 }
 
 // EV-2, LC-1: fail closed — a pre-validation that never answers is NOT eligible with reason
-// `pre_validation_unavailable: ...`; the transaction ends OUT_OF_SCOPE and nothing executes.
+// `pre_validation_unavailable: ...`; the transaction ends FAILED (reason
+// `pre_validation_unavailable`, not OUT_OF_SCOPE, which means "not eligible") and nothing executes.
 #[tokio::test]
 async fn unavailable_pre_validation_fails_closed() {
     let server = ToolServer::start().await.unwrap();
@@ -354,7 +355,8 @@ async fn unavailable_pre_validation_fails_closed() {
         .state
         .last_transaction
         .expect("terminal snapshot");
-    assert_eq!(last.status, TransactionStatus::OutOfScope);
+    assert_eq!(last.status, TransactionStatus::Failed);
+    assert_eq!(last.reason.as_deref(), Some("pre_validation_unavailable"));
     let record = &last.pre_validation[0];
     assert!(!record.eligible);
     let reason = record.reason.as_deref().unwrap_or_default();

@@ -766,9 +766,11 @@ impl<'a> Run<'a> {
         out_of_scope: bool,
     ) -> Flowing<()> {
         if !self.interpreted {
+            let routed = self.out.route.clone();
             match self.read_with_interpreter(text)? {
                 Reading::Settled | Reading::Cancelled(_) => return Ok(()),
-                Reading::Nothing => {}
+                // The router's answer stands as the turn's route (null when it found none).
+                Reading::Nothing => self.out.route = routed,
             }
         }
         let (valid, invalid) = self.validate_values(&arguments);

@@ -186,7 +186,10 @@ pub fn encode_outputs(turn: &Turn, outcome: &TurnOutcome, now_ms: i64) -> Vec<Ou
             transaction_status: outcome.state.transaction_status,
             intent: outcome.route.as_ref().and_then(|r| r.intent.clone()),
             handoff: outcome.route.as_ref().map(|r| r.handoff),
-            session_control: outcome.route.as_ref().and_then(|r| r.session_control.clone()),
+            session_control: outcome
+                .route
+                .as_ref()
+                .and_then(|r| r.session_control.clone()),
             created_at: created_at.clone(),
         };
         outputs.push(Output {
