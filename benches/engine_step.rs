@@ -7,7 +7,9 @@ use std::path::Path;
 use divan::{black_box, Bencher};
 use turnstile::config::agents::load_catalog;
 use turnstile::domain::catalog::{Catalog, Settings};
-use turnstile::domain::decision::{ClassifierDecision, RouterDecision, SessionControl};
+use turnstile::domain::decision::{
+    ClassifierDecision, InterpreterAct, InterpreterDecision, RouterDecision, SessionControl,
+};
 use turnstile::domain::effect::{Answer, Request};
 use turnstile::domain::engine::{Engine, Step};
 use turnstile::domain::state::{self, AgentState};
@@ -72,6 +74,12 @@ fn realistic_checkpoint(engine: &Engine<'_>) -> Vec<u8> {
                         ),
                         confidence: 0.97,
                         arguments: Default::default(),
+                    })),
+                    // Step 6: the interpreter reads a message the router left in the transaction.
+                    Request::Interpret(_) => Answer::Interpreter(Ok(InterpreterDecision {
+                        act: InterpreterAct::Unclear,
+                        arguments: Default::default(),
+                        confidence: 0.9,
                     })),
                     Request::PersistExecuting(_) => Answer::Persisted,
                     Request::Execute(r) => {
