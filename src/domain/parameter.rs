@@ -41,14 +41,19 @@ use serde_json::Value;
 use crate::domain::locale::Locale;
 
 /// A configured id pattern (e.g. `PED-[0-9]{4,}`).
+///
+/// Matching ignores case (`ped-1001` is an attempt at `PED-1001`); the stored value is put in
+/// the pattern's case by [`IdPattern::canonical`] (MG-4).
 #[derive(Debug, Clone)]
 pub struct IdPattern {
     source: String,
-    /// `^(?:pattern)$`: validates a value given directly.
+    /// `^(?i:pattern)$`: whether a value given directly is a whole id, in any case.
     anchored: Regex,
-    /// `(?:pattern)`: finds the id inside a sentence.
+    /// `^(?:pattern)$`: whether a value is already in the pattern's case.
+    exact: Regex,
+    /// `(?i:pattern)`: finds the id inside a sentence.
     search: Regex,
-    /// The pattern's literal prefix (`PED-`), used to recognise near-misses (`PED-12`).
+    /// The pattern's literal prefix as configured (`PED-`), empty when there is none usable.
     prefix: String,
 }
 
@@ -60,16 +65,19 @@ impl IdPattern {
         }
         Regex::new(pattern).map_err(|e| format!("invalid id pattern `{pattern}`: {e}"))?;
         let core = strip_anchors(pattern);
-        let anchored = Regex::new(&format!("^(?:{core})$"))
-            .map_err(|e| format!("invalid id pattern `{pattern}`: {e}"))?;
-        let search = Regex::new(&format!("(?:{core})"))
-            .map_err(|e| format!("invalid id pattern `{pattern}`: {e}"))?;
+        let compile = |wrapped: String| {
+            Regex::new(&wrapped).map_err(|e| format!("invalid id pattern `{pattern}`: {e}"))
+        };
+        let anchored = compile(format!("^(?i:{core})$"))?;
+        let exact = compile(format!("^(?:{core})$"))?;
+        let search = compile(format!("(?i:{core})"))?;
         if anchored.is_match("") {
             return Err(format!("id pattern `{pattern}` matches the empty string"));
         }
         Ok(IdPattern {
             source: pattern.to_string(),
             anchored,
+            exact,
             search,
             prefix: literal_prefix(core),
         })
@@ -80,10 +88,52 @@ impl IdPattern {
         &self.source
     }
 
-    /// Whether `value` (already trimmed) is a whole id.
+    /// Whether `value` (already trimmed) is a whole id, in any case (`ped-1001`).
     pub fn is_match(&self, value: &str) -> bool {
         self.anchored.is_match(value)
     }
+
+    /// The id as stored (MG-4): `None` when `value` (already trimmed) is not a whole id in any
+    /// case; otherwise the first of these that the pattern matches as configured: the value as
+    /// typed, the value with its prefix in the pattern's case (`ped-1001` → `PED-1001`), all
+    /// upper case, all lower case. When none does (a mixed-case pattern), the prefix-cased form.
+    pub fn canonical(&self, value: &str) -> Option<String> {
+        if !self.anchored.is_match(value) {
+            return None;
+        }
+        let prefixed = self.with_prefix_case(value);
+        [
+            value.to_string(),
+            prefixed.clone(),
+            value.to_uppercase(),
+            value.to_lowercase(),
+        ]
+        .into_iter()
+        .find(|v| self.exact.is_match(v))
+        .or(Some(prefixed))
+    }
+
+    /// `value` with its first characters replaced by the configured prefix when they are that
+    /// prefix in another case.
+    fn with_prefix_case(&self, value: &str) -> String {
+        let n = self.prefix.chars().count();
+        let head: String = value.chars().take(n).collect();
+        if n == 0 || fold_case(&head) != fold_case(&self.prefix) {
+            return value.to_string();
+        }
+        let tail: String = value.chars().skip(n).collect();
+        format!("{}{tail}", self.prefix)
+    }
+
+    /// Whether `token` starts with the pattern's literal prefix, in any case.
+    fn has_prefix(&self, token: &str) -> bool {
+        let n = self.prefix.chars().count();
+        n > 0 && fold_case(&token.chars().take(n).collect::<String>()) == fold_case(&self.prefix)
+    }
+}
+
+fn fold_case(s: &str) -> String {
+    s.to_lowercase()
 }
 
 impl PartialEq for IdPattern {
@@ -120,7 +170,7 @@ fn strip_anchors(pattern: &str) -> &str {
     core
 }
 
-/// The literal text every match starts with, lowercased; empty when there is none usable.
+/// The literal text every match starts with, as configured; empty when there is none usable.
 fn literal_prefix(core: &str) -> String {
     if core.contains('|') {
         return String::new();
@@ -147,7 +197,7 @@ fn literal_prefix(core: &str) -> String {
     if prefix.len() < 2 {
         return String::new();
     }
-    prefix.into_iter().collect::<String>().to_lowercase()
+    prefix.into_iter().collect::<String>()
 }
 
 /// One option of an enum parameter.
@@ -264,13 +314,10 @@ impl ParameterKind {
             return Err(InvalidReason::Empty);
         }
         match self {
-            ParameterKind::Id { pattern } => {
-                if pattern.is_match(t) {
-                    Ok(Value::String(t.to_string()))
-                } else {
-                    Err(InvalidReason::Format)
-                }
-            }
+            ParameterKind::Id { pattern } => pattern
+                .canonical(t)
+                .map(Value::String)
+                .ok_or(InvalidReason::Format),
             ParameterKind::Integer { min, max } => {
                 let v = parse_integer_text(t)?;
                 check_range(v, *min, *max).map(Value::from)
@@ -355,11 +402,10 @@ impl ParameterKind {
                 } else {
                     return Err(InvalidReason::WrongType);
                 };
-                if pattern.is_match(&text) {
-                    Ok(Value::String(text))
-                } else {
-                    Err(InvalidReason::Format)
-                }
+                pattern
+                    .canonical(&text)
+                    .map(Value::String)
+                    .ok_or(InvalidReason::Format)
             }
             ParameterKind::Date
             | ParameterKind::Enum { .. }
@@ -431,8 +477,11 @@ fn parse_number_text(t: &str, locale: Locale) -> Result<Value, InvalidReason> {
         Some(rest) => (true, rest),
         None => (false, t.strip_prefix('+').unwrap_or(t)),
     };
-    let shape = numeric_shape(rest, Ambiguity::DecimalSeparator(decimal_separator(locale)))
-        .ok_or(InvalidReason::Format)?;
+    let shape = numeric_shape(
+        &ungroup(rest),
+        Ambiguity::DecimalSeparator(decimal_separator(locale)),
+    )
+    .ok_or(InvalidReason::Format)?;
     number_value(negative, &shape)
 }
 
@@ -572,7 +621,7 @@ const SUFFIX_MARKERS: [&str; 7] = [
     "reais", "dolares", "dollars", "dollar", "bucks", "brl", "usd",
 ];
 
-/// `R$ 71,99`, `$71.99`, `71.99 reais`.
+/// `R$ 71,99`, `$71.99`, `71.99 reais`, `R$ 1 234,56`.
 fn parse_money_text(t: &str) -> Result<String, InvalidReason> {
     let mut rest = t;
     for marker in PREFIX_MARKERS {
@@ -594,7 +643,7 @@ fn parse_money_text(t: &str) -> Result<String, InvalidReason> {
         Some(r) => (true, r.trim_start()),
         None => (false, rest),
     };
-    match money_read(rest, true) {
+    match money_read(&ungroup(rest), true) {
         MoneyRead::Amount(v) | MoneyRead::Bare(v) if !negative => Ok(v),
         MoneyRead::Amount(_) | MoneyRead::Bare(_) => Err(InvalidReason::OutOfRange),
         MoneyRead::Bad(reason) => Err(reason),
@@ -805,11 +854,14 @@ struct Candidate {
     value: Result<Value, InvalidReason>,
 }
 
-/// A run of digits, `.` and `,` standing alone in the message.
+/// A run of digits, `.` and `,` standing alone in the message, or a space-grouped number read
+/// as one literal (`1 234,56`, `R$ 1 234`).
 #[derive(Debug, Clone)]
 struct Literal {
     /// The digits and separators, without sign.
     digits: Range<usize>,
+    /// The text of `digits` without grouping spaces (`1234,56`).
+    plain: String,
     /// Whether a `-` sign stands right before it.
     negative: bool,
     /// Span including the currency marker(s), if any.
@@ -833,6 +885,20 @@ fn static_regex(pattern: &str) -> Regex {
 
 static NUMERIC_LITERAL: LazyLock<Regex> =
     LazyLock::new(|| static_regex(r"[0-9](?:[0-9.,]*[0-9])?"));
+/// Groups of three digits split by a space (also U+00A0, U+202F), with an optional decimal part.
+static SPACED_NUMBER: LazyLock<Regex> =
+    LazyLock::new(|| static_regex("[0-9]{1,3}(?:[ \u{a0}\u{202f}][0-9]{3})+(?:[.,][0-9]+)?"));
+static SPACED_NUMBER_WHOLE: LazyLock<Regex> =
+    LazyLock::new(|| static_regex("^[0-9]{1,3}(?:[ \u{a0}\u{202f}][0-9]{3})+(?:[.,][0-9]+)?$"));
+
+/// `1 234,56` → `1234,56`; any other text unchanged (so that a stray space still fails).
+fn ungroup(t: &str) -> std::borrow::Cow<'_, str> {
+    if SPACED_NUMBER_WHOLE.is_match(t) {
+        std::borrow::Cow::Owned(t.chars().filter(|c| !is_inline_space(*c)).collect())
+    } else {
+        std::borrow::Cow::Borrowed(t)
+    }
+}
 static CEP_SHAPE: LazyLock<Regex> =
     LazyLock::new(|| static_regex(r"[0-9]{2}\.[0-9]{3}-[0-9]{3}|[0-9]{5}-?[0-9]{3}"));
 static DASHED_DIGITS: LazyLock<Regex> = LazyLock::new(|| static_regex(r"[0-9]+-[0-9]+"));
@@ -863,7 +929,7 @@ fn standalone(text: &str, span: &Range<usize>) -> bool {
 }
 
 fn is_inline_space(c: char) -> bool {
-    matches!(c, ' ' | '\t' | '\u{a0}')
+    matches!(c, ' ' | '\t' | '\u{a0}' | '\u{202f}')
 }
 
 /// The span of `digits` extended over a currency marker before and/or after it.
@@ -902,11 +968,28 @@ fn currency_span(text: &str, digits: &Range<usize>) -> Option<Range<usize>> {
     Some(start.unwrap_or(digits.start)..end.unwrap_or(digits.end))
 }
 
-/// Every standalone numeric literal of the message, in order.
-fn literals(text: &str) -> Vec<Literal> {
+/// Every standalone numeric literal of the message, in order, and the spans of the
+/// space-grouped ones (MG-4: a space-grouped number with a decimal part or a currency marker is
+/// one literal; nothing is read from a part of it).
+fn literals(text: &str) -> (Vec<Literal>, Vec<Range<usize>>) {
     let mut out = Vec::new();
-    for m in NUMERIC_LITERAL.find_iter(text) {
+    let mut grouped: Vec<Range<usize>> = Vec::new();
+    for m in SPACED_NUMBER.find_iter(text) {
         let digits = m.range();
+        let decimal = m.as_str().contains(['.', ',']);
+        if standalone(text, &digits) && (decimal || currency_span(text, &digits).is_some()) {
+            grouped.push(digits);
+        }
+    }
+    let mut found: Vec<Range<usize>> = grouped.clone();
+    found.extend(
+        NUMERIC_LITERAL
+            .find_iter(text)
+            .map(|m| m.range())
+            .filter(|r| !overlaps(&grouped, r)),
+    );
+    found.sort_by_key(|r| r.start);
+    for digits in found {
         let mut before = text.get(..digits.start).unwrap_or("").chars().rev();
         let negative = before.next() == Some('-')
             && before
@@ -914,6 +997,7 @@ fn literals(text: &str) -> Vec<Literal> {
                 .is_none_or(|c| c.is_whitespace() || matches!(c, '(' | '[' | ':' | '='));
         let literal = Literal {
             money_span: currency_span(text, &digits),
+            plain: ungroup(text.get(digits.clone()).unwrap_or("")).into_owned(),
             negative,
             digits,
         };
@@ -921,7 +1005,7 @@ fn literals(text: &str) -> Vec<Literal> {
             out.push(literal);
         }
     }
-    out
+    (out, grouped)
 }
 
 fn slice(text: &str, span: &Range<usize>) -> String {
@@ -933,6 +1017,8 @@ struct Reader<'t> {
     text: &'t str,
     locale: Locale,
     literals: Vec<Literal>,
+    /// Space-grouped literals: no reading may take a part of one.
+    grouped: Vec<Range<usize>>,
     /// A bare integer is money only when no integer/number parameter is being read.
     bare_money: bool,
     words: Vec<(Range<usize>, String)>,
@@ -940,6 +1026,18 @@ struct Reader<'t> {
 
 impl Reader<'_> {
     fn candidates(&self, kind: &ParameterKind) -> Vec<Candidate> {
+        let mut out = self.kind_candidates(kind);
+        out.retain(|c| {
+            !self.grouped.iter().any(|g| {
+                g.start < c.span.end
+                    && c.span.start < g.end
+                    && !(c.span.start <= g.start && g.end <= c.span.end)
+            })
+        });
+        out
+    }
+
+    fn kind_candidates(&self, kind: &ParameterKind) -> Vec<Candidate> {
         match kind {
             ParameterKind::Id { pattern } => self.id_candidates(pattern),
             ParameterKind::Cep => self.cep_candidates(),
@@ -958,23 +1056,23 @@ impl Reader<'_> {
             .search
             .find_iter(text)
             .filter(|m| !m.as_str().trim().is_empty() && standalone(text, &m.range()))
-            .map(|m| Candidate {
-                span: m.range(),
-                value: Ok(Value::String(m.as_str().trim().to_string())),
+            .filter_map(|m| {
+                pattern.canonical(m.as_str().trim()).map(|v| Candidate {
+                    span: m.range(),
+                    value: Ok(Value::String(v)),
+                })
             })
             .collect();
-        if !pattern.prefix.is_empty() {
-            for span in tokens(text) {
-                let token = text.get(span.clone()).unwrap_or("");
-                if token.to_lowercase().starts_with(&pattern.prefix)
-                    && token.bytes().any(|b| b.is_ascii_digit())
-                    && !pattern.is_match(token)
-                {
-                    out.push(Candidate {
-                        span,
-                        value: Err(InvalidReason::Format),
-                    });
-                }
+        for span in tokens(text) {
+            let token = text.get(span.clone()).unwrap_or("");
+            if pattern.has_prefix(token)
+                && token.bytes().any(|b| b.is_ascii_digit())
+                && !pattern.is_match(token)
+            {
+                out.push(Candidate {
+                    span,
+                    value: Err(InvalidReason::Format),
+                });
             }
         }
         out.sort_by_key(|c| c.span.start);
@@ -1012,7 +1110,7 @@ impl Reader<'_> {
             }
         }
         for lit in &self.literals {
-            let digits = text.get(lit.digits.clone()).unwrap_or("");
+            let digits = lit.plain.as_str();
             if !lit.negative && is_digits(digits) && matches!(digits.len(), 7 | 9) {
                 out.push(Candidate {
                     span: lit.digits.clone(),
@@ -1038,8 +1136,7 @@ impl Reader<'_> {
                 continue;
             }
             let marked = lit.money_span.is_some();
-            let digits = text.get(lit.digits.clone()).unwrap_or("");
-            let value = match money_read(digits, marked) {
+            let value = match money_read(&lit.plain, marked) {
                 MoneyRead::Amount(v) => Ok(Value::String(v)),
                 MoneyRead::Bare(v) if marked || self.bare_money => Ok(Value::String(v)),
                 MoneyRead::Bare(_) => continue,
@@ -1104,8 +1201,7 @@ impl Reader<'_> {
             .iter()
             .filter(|lit| lit.money_span.is_none())
             .filter_map(|lit| {
-                let digits = self.text.get(lit.digits.clone()).unwrap_or("");
-                let shape = numeric_shape(digits, Ambiguity::DecimalSeparator(separator))?;
+                let shape = numeric_shape(&lit.plain, Ambiguity::DecimalSeparator(separator))?;
                 Some(Candidate {
                     span: lit.span(),
                     value: number_value(lit.negative, &shape),
@@ -1119,17 +1215,19 @@ impl Reader<'_> {
             .iter()
             .filter(|lit| lit.money_span.is_none())
             .filter_map(|lit| {
-                let span = lit.span();
-                let signed = self.text.get(span.clone()).unwrap_or("");
-                if !is_digits(signed.trim_start_matches('-')) {
+                if !is_digits(&lit.plain) {
                     return None;
                 }
-                let value = signed
+                let sign = if lit.negative { "-" } else { "" };
+                let value = format!("{sign}{}", lit.plain)
                     .parse::<i64>()
                     .map_err(|_| InvalidReason::OutOfRange)
                     .and_then(|v| check_range(v, min, max))
                     .map(Value::from);
-                Some(Candidate { span, value })
+                Some(Candidate {
+                    span: lit.span(),
+                    value,
+                })
             })
             .collect()
     }
@@ -1179,10 +1277,12 @@ fn overlaps(taken: &[Range<usize>], span: &Range<usize>) -> bool {
 /// Several parameters of the same kind take matches in message order, in the order given.
 /// `values` and `rejected` follow the order of `params`.
 pub fn extract(params: &[(&str, &ParameterKind)], text: &str, locale: Locale) -> Extraction {
+    let (literals, grouped) = literals(text);
     let reader = Reader {
         text,
         locale,
-        literals: literals(text),
+        literals,
+        grouped,
         bare_money: !params
             .iter()
             .any(|(_, kind)| matches!(kind, ParameterKind::Integer { .. } | ParameterKind::Number)),

@@ -56,7 +56,7 @@ fn id_pattern_compiles_and_keeps_its_source() {
     let p = IdPattern::new("PED-[0-9]{4,}").expect("valid");
     assert_eq!(p.as_str(), "PED-[0-9]{4,}");
     assert_eq!(p.to_string(), "PED-[0-9]{4,}");
-    assert_eq!(p.prefix, "ped-");
+    assert_eq!(p.prefix, "PED-");
     assert!(p.is_match("PED-1001"));
     assert!(!p.is_match("PED-100"));
     assert!(!p.is_match("xPED-1001"));
@@ -90,9 +90,9 @@ fn id_pattern_anchors_are_ignored_when_searching() {
 
 #[test]
 fn literal_prefixes() {
-    assert_eq!(literal_prefix("PED-[0-9]{4,}"), "ped-");
-    assert_eq!(literal_prefix(r"INC\-[0-9]+"), "inc-");
-    assert_eq!(literal_prefix("ABC?[0-9]"), "ab");
+    assert_eq!(literal_prefix("PED-[0-9]{4,}"), "PED-");
+    assert_eq!(literal_prefix(r"INC\-[0-9]+"), "INC-");
+    assert_eq!(literal_prefix("ABC?[0-9]"), "AB");
     assert_eq!(literal_prefix("[0-9]{6}"), "");
     assert_eq!(literal_prefix("A[0-9]"), "");
     assert_eq!(literal_prefix("PED-[0-9]+|ORD-[0-9]+"), "");
@@ -190,7 +190,7 @@ fn validate_empty_strings() {
 
 #[test]
 fn validate_id() {
-    // MG-4: ids trimmed, case as typed, anchored pattern.
+    // MG-4: ids trimmed, anchored pattern, stored in the pattern's case.
     let kind = id("PED-[0-9]{4,}");
     assert_eq!(
         kind.validate(&json!("  PED-1001 "), Locale::En),
@@ -200,10 +200,13 @@ fn validate_id() {
         reason(&kind, json!("PED-12"), Locale::En),
         InvalidReason::Format
     );
-    assert_eq!(
-        reason(&kind, json!("ped-1001"), Locale::En),
-        InvalidReason::Format
-    );
+    for raw in ["ped-1001", "Ped-1001", " pEd-1001 "] {
+        assert_eq!(
+            kind.validate(&json!(raw), Locale::En),
+            Ok(json!("PED-1001")),
+            "{raw}"
+        );
+    }
     assert_eq!(
         reason(&kind, json!("the order is PED-1001"), Locale::En),
         InvalidReason::Format
@@ -897,10 +900,11 @@ fn near_miss_id() {
         }]
     );
     assert_eq!(
-        extract(&[("order", &kind)], "é o ped-1001", Locale::PtBr)
+        extract(&[("order", &kind)], "é o ped-12", Locale::PtBr)
             .rejection("order")
             .map(|i| i.raw.as_str()),
-        Some("ped-1001")
+        Some("ped-12"),
+        "the prefix is recognised in any case"
     );
     // Words sharing the prefix without digits are not attempts.
     let inc = id("INC[0-9]{6}");
@@ -1070,4 +1074,120 @@ proptest! {
             }
         }
     }
+}
+
+// --- MG-4: space-grouped money, ids in any case ----------------------------------------------
+
+#[test]
+fn money_accepts_space_as_thousands_separator() {
+    // MG-4: `.`, `,` and a space (also U+00A0, U+202F) group thousands; all read whole.
+    let kind = ParameterKind::Money;
+    let forms = [
+        "R$ 1.234,56",
+        "1,234.56",
+        "R$ 1 234,56",
+        "1 234,56",
+        "R$\u{a0}1\u{a0}234,56",
+        "1\u{202f}234,56",
+        "1 234.56",
+        "1 234,56 reais",
+    ];
+    for locale in Locale::ALL {
+        for form in forms {
+            assert_eq!(
+                kind.validate(&json!(form), locale),
+                Ok(json!("1234.56")),
+                "validate {form:?}"
+            );
+            let text = format!("o valor é {form}");
+            assert_eq!(one(&kind, &text, locale), Some(json!("1234.56")), "{text}");
+        }
+    }
+    assert_eq!(
+        kind.validate(&json!("R$ 1 234 567,89"), Locale::PtBr),
+        Ok(json!("1234567.89"))
+    );
+    assert_eq!(
+        one(&kind, "R$ 1 234", Locale::PtBr),
+        Some(json!("1234.00")),
+        "a currency marker makes a space-grouped integer one literal"
+    );
+    let got = extract(
+        &[("amount", &kind)],
+        "paguei R$ 1 234,56 ontem",
+        Locale::PtBr,
+    );
+    let span = got.values.first().map(|e| e.span.clone()).unwrap_or(0..0);
+    assert_eq!("paguei R$ 1 234,56 ontem".get(span), Some("R$ 1 234,56"));
+    // A stray space elsewhere is still not a number.
+    assert_eq!(
+        reason(&kind, json!("12 34,56"), Locale::PtBr),
+        InvalidReason::Format
+    );
+}
+
+#[test]
+fn a_space_grouped_number_is_never_read_in_part() {
+    // MG-4: `1 234,56` is never `1.00`, `234,56`, the integer 1 or the id `234`.
+    let house = ParameterKind::Integer {
+        min: Some(1),
+        max: Some(99999),
+    };
+    let short_id = id("[0-9]{3}");
+    for text in [
+        "1 234,56",
+        "R$ 1 234,56",
+        "o valor é 1 234,56",
+        "R$ 1 234 567,89",
+    ] {
+        for kind in [&house, &ParameterKind::Money, &short_id, &integer()] {
+            let got = extract(&[("p", kind)], text, Locale::PtBr);
+            for e in &got.values {
+                assert!(
+                    !matches!(e.value.as_str(), Some("1.00" | "234.56" | "234")),
+                    "{text}: partial read {e:?}"
+                );
+                assert_ne!(e.value, json!(1), "{text}");
+            }
+            if kind != &ParameterKind::Money {
+                assert!(got.values.is_empty(), "{text} for {kind:?}: {got:?}");
+            }
+        }
+    }
+    // A whole space-grouped number that is not valid money reads as nothing, not as a part.
+    let got = extract(
+        &[("amount", &ParameterKind::Money)],
+        "1 234,567",
+        Locale::PtBr,
+    );
+    assert!(got.values.is_empty());
+    // A number param reads it whole.
+    assert_eq!(
+        one(&ParameterKind::Number, "1 234,5", Locale::PtBr),
+        Some(json!(1234.5))
+    );
+}
+
+#[test]
+fn ids_are_matched_in_any_case_and_stored_in_the_patterns_case() {
+    // MG-4: `ped-1001` is `PED-1001`.
+    let kind = id("PED-[0-9]{4,}");
+    for text in ["ped-1001", "Ped-1001", "o pedido é pEd-1001.", "PED-1001"] {
+        let got = extract(&[("order", &kind)], text, Locale::PtBr);
+        assert_eq!(got.value("order"), Some(&json!("PED-1001")), "{text}");
+        assert!(got.rejected.is_empty(), "{text}");
+    }
+    let lower = id("ord_[a-z]{3}[0-9]+");
+    assert_eq!(
+        lower.validate(&json!("ORD_ABC12"), Locale::En),
+        Ok(json!("ord_abc12"))
+    );
+    let upper_tail = id("INC-[A-Z]{2}[0-9]+");
+    assert_eq!(
+        upper_tail.validate(&json!("inc-ab12"), Locale::En),
+        Ok(json!("INC-AB12"))
+    );
+    let pattern = IdPattern::new("PED-[0-9]{4,}").expect("valid");
+    assert!(pattern.is_match("ped-1001"));
+    assert_eq!(pattern.canonical("ped-12"), None);
 }
