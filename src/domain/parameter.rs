@@ -1,16 +1,59 @@
 //! Typed parameters: validation and normalisation of one value, and extraction of values from a
 //! sentence.
 //!
-//! Two entry points:
+//! Entry points:
 //! - [`ParameterKind::validate`] checks one value given directly (a model's JSON arguments or a
 //!   structured action) and returns its canonical JSON form (MG-4).
-//! - [`extract`] reads typed values out of a free-text message without any model call (MG-4,
-//!   MG-5, PR-1): the most specific type reads first (id, CEP, money, date, enum, number,
-//!   integer) and a span of the message taken by one parameter is never read again.
+//! - [`extract_clear`] answers PR-1: which pending parameters does this message *clearly fill*,
+//!   and which clear attempts are invalid? No model call; an empty answer sends the turn on to
+//!   the classifier.
+//! - [`extract`] / [`extract_labelled`] are the liberal readers (MG-4, MG-5): any standalone
+//!   value anywhere in the message is read. Every value [`extract_clear`] gives is also given by
+//!   [`extract_labelled`] for the same input (and by [`extract`] when no labels are passed).
+//!
+//! All of them read the most specific type first (id, CEP, money, date, enum, number, integer),
+//! never read a span of the message taken by one parameter again, never extract a text parameter,
+//! and let several parameters of one kind take matches in message order. Within that order, a
+//! parameter takes a distinctive-form value first, then a labelled one, then any other.
 //!
 //! Canonical forms: money `"1234.56"` (dot, two decimals, no grouping), CEP `"NNNNN-NNN"`, date
 //! `"YYYY-MM-DD"`, integers as JSON integers, numbers as JSON numbers (integral values as JSON
-//! integers), ids and free text trimmed, enums as their configured canonical value.
+//! integers), ids trimmed and in the pattern's case, free text trimmed, enums as their configured
+//! canonical value.
+//!
+//! # PR-1: what "clearly fills" means here
+//!
+//! - **Distinctive forms fill anywhere**: an id matching its pattern, a CEP written `NNNNN-NNN` or
+//!   `NN.NNN-NNN`, money with a currency marker (`R$ 71,99`, `$71.99`, `71,99 reais`).
+//! - **Plain forms** (a bare integer or number, money without a marker, a date, a CEP without
+//!   dash, an enum value) fill when (b) introduced by a label of their parameter with only filler
+//!   words and punctuation between (`number 45`, `the number is 45`, `o número é 45`,
+//!   `number: 45`), wherever that pair stands in the message; or (a) when, after removing every
+//!   reading taken in the message together with the label introducing it, what is left is filler
+//!   (`45`, `it's 45`, `01310-100, 45`). (a) is all or nothing: one non-filler word left
+//!   (`I called 3 times`, or a second number nobody took: `45 and 10` for one integer) and no
+//!   unlabelled plain value of the message fills.
+//! - **Near-misses** (`PED-12`, `01310-10`, `0131-10`, `31/02/2026`, house number `0`) are
+//!   reported under the same two conditions as a plain value, never inside an unrelated sentence
+//!   (`esquece, me liga no 98765-4321`).
+//!
+//! **Filler words** are the `FILLER_*` lists below (articles, pronouns and possessives, *to be* /
+//! *ser* / *estar*, politeness, `and`/`e`, discourse markers and acknowledgements), compared on
+//! folded words (case and accents ignored), both locales' lists for every message. Not filler:
+//! verbs and nouns (`call`, `times`, `liguei`, `vezes`, `human`), prepositions (`to`, `no`, `de`:
+//! `me liga no …`), negations (`no`, `not`, `não`: `não é 45` is not 45), and `ok`/`sim`/`yes` are
+//! filler (see [`FILLER_DISCOURSE`]).
+//!
+//! **The label rule.** A parameter's labels are its name with `_` as space (always added) and the
+//! phrases the caller passes (localized labels, synonyms), folded into words. Before a value, the
+//! reader skips filler words back to the nearest other word and takes the run of non-filler words
+//! ending there (joined by spaces, `-` or `_`; at most one word longer than the longest label).
+//! The run names a parameter when its longest tail appears word for word inside one of the
+//! parameter's labels (`number` and `house number` in `house number`; `numero` and `casa` in
+//! `número da casa`; `zip` in `zip code`), unless the word before that tail belongs to another
+//! parameter's labels only (`order number is 45` does not name the house number). When the same
+//! words name two parameters that both read the value equally well (`the number is 45` with a
+//! house number and a floor number), the label is not clear for either.
 //!
 //! Decisions where the contract is silent:
 //! - A numeric token only counts when it stands alone: digits glued to letters or joined to a
@@ -19,17 +62,27 @@
 //! - One separator followed by exactly three digits (`1.234`, `1,234`) is a thousands separator
 //!   for money; for numbers it is one unless it is the locale's decimal separator
 //!   (pt-BR `,`, en `.`). Any other single separator is a decimal separator.
+//! - A space (also U+00A0, U+202F) groups thousands (MG-4): a space-grouped number
+//!   (`1 234,56`: groups of three after the first, then a decimal part; or any grouping with a
+//!   currency marker: `R$ 1 234`) is one literal, read whole or not at all; no reader takes a
+//!   part of it (`1`, `234`, `234,56`). Without a decimal part or marker (`1 234`) the digits are
+//!   separate numbers, as a space usually separates them in a sentence.
 //! - Without a currency marker (`R$`, `US$`, `$`, or a trailing `reais`/`dollars`/...) money in a
 //!   sentence needs exactly two decimals; with a marker one decimal is accepted (`R$ 7,5`).
+//!   A whole number without marker is money when no integer or number parameter is being read,
+//!   and otherwise only after the money parameter's label (`the amount is 50`).
 //!   Negative amounts are never money. Amounts have at most 15 integer digits.
 //! - Numbers with a currency marker are never read as integers or numbers.
 //! - An impossible date (`31/02/2026`) and a number outside `min`/`max` are `OutOfRange`.
+//! - CEP near-misses: 4 to 6 digits, a dash, 2 to 4 digits that are not a CEP (`01310-10`,
+//!   `0131-10`), or 7 or 9 digits in a row.
 //! - [`ParameterKind::validate`] accepts JSON numbers for integer, number and money, and integer
 //!   JSON numbers for ids (validated against the pattern as their decimal text); for date, enum,
 //!   CEP and text a JSON number is `WrongType`.
 //! - `Text { max_len }` counts characters (not bytes) of the trimmed value.
-//! - Id patterns are matched case-sensitively as configured; `^`/`$` around a pattern are
-//!   ignored when searching inside a sentence.
+//! - Id patterns match in any case (`ped-1001`); the value is stored in the pattern's case (see
+//!   [`IdPattern::canonical`]). `^`/`$` around a pattern are ignored when searching inside a
+//!   sentence.
 
 use std::fmt;
 use std::ops::Range;
@@ -118,7 +171,7 @@ impl IdPattern {
     fn with_prefix_case(&self, value: &str) -> String {
         let n = self.prefix.chars().count();
         let head: String = value.chars().take(n).collect();
-        if n == 0 || fold_case(&head) != fold_case(&self.prefix) {
+        if n == 0 || head.to_lowercase() != self.prefix.to_lowercase() {
             return value.to_string();
         }
         let tail: String = value.chars().skip(n).collect();
@@ -128,12 +181,9 @@ impl IdPattern {
     /// Whether `token` starts with the pattern's literal prefix, in any case.
     fn has_prefix(&self, token: &str) -> bool {
         let n = self.prefix.chars().count();
-        n > 0 && fold_case(&token.chars().take(n).collect::<String>()) == fold_case(&self.prefix)
+        let head: String = token.chars().take(n).collect();
+        n > 0 && head.to_lowercase() == self.prefix.to_lowercase()
     }
-}
-
-fn fold_case(s: &str) -> String {
-    s.to_lowercase()
 }
 
 impl PartialEq for IdPattern {
@@ -816,6 +866,8 @@ pub struct Extracted {
 pub struct Rejected {
     pub name: String,
     pub invalid: Invalid,
+    /// Byte range of the message the invalid value was read from (without its label).
+    pub span: Range<usize>,
 }
 
 /// What [`extract`] read from one message.
@@ -852,6 +904,9 @@ impl Extraction {
 struct Candidate {
     span: Range<usize>,
     value: Result<Value, InvalidReason>,
+    /// Read only when introduced by the parameter's label (a bare integer as money while an
+    /// integer or number parameter is also read: `the amount is 50`).
+    label_only: bool,
 }
 
 /// A run of digits, `.` and `,` standing alone in the message, or a space-grouped number read
@@ -1060,6 +1115,7 @@ impl Reader<'_> {
                 pattern.canonical(m.as_str().trim()).map(|v| Candidate {
                     span: m.range(),
                     value: Ok(Value::String(v)),
+                    label_only: false,
                 })
             })
             .collect();
@@ -1072,6 +1128,7 @@ impl Reader<'_> {
                 out.push(Candidate {
                     span,
                     value: Err(InvalidReason::Format),
+                    label_only: false,
                 });
             }
         }
@@ -1088,24 +1145,25 @@ impl Reader<'_> {
                 cep_canonical(m.as_str()).map(|v| Candidate {
                     span: m.range(),
                     value: Ok(Value::String(v)),
+                    label_only: false,
                 })
             })
             .collect();
-        // Near-misses: 7 to 9 digits split by a dash, or 7 or 9 digits in a row.
+        // Near-misses: 4 to 6 digits, a dash, 2 to 4 digits (`01310-10`, `0131-10`); or 7 or 9
+        // digits in a row.
         for m in DASHED_DIGITS.find_iter(text) {
             let Some((left, right)) = m.as_str().split_once('-') else {
                 continue;
             };
-            let total = left.len() + right.len();
             if (4..=6).contains(&left.len())
                 && (2..=4).contains(&right.len())
-                && (7..=9).contains(&total)
                 && cep_canonical(m.as_str()).is_none()
                 && standalone(text, &m.range())
             {
                 out.push(Candidate {
                     span: m.range(),
                     value: Err(InvalidReason::Format),
+                    label_only: false,
                 });
             }
         }
@@ -1115,6 +1173,7 @@ impl Reader<'_> {
                 out.push(Candidate {
                     span: lit.digits.clone(),
                     value: Err(InvalidReason::Format),
+                    label_only: false,
                 });
             }
         }
@@ -1136,14 +1195,21 @@ impl Reader<'_> {
                 continue;
             }
             let marked = lit.money_span.is_some();
+            let mut label_only = false;
             let value = match money_read(&lit.plain, marked) {
                 MoneyRead::Amount(v) => Ok(Value::String(v)),
-                MoneyRead::Bare(v) if marked || self.bare_money => Ok(Value::String(v)),
-                MoneyRead::Bare(_) => continue,
+                MoneyRead::Bare(v) => {
+                    label_only = !(marked || self.bare_money);
+                    Ok(Value::String(v))
+                }
                 MoneyRead::Bad(reason) if marked => Err(reason),
                 MoneyRead::Bad(_) => continue,
             };
-            out.push(Candidate { span, value });
+            out.push(Candidate {
+                span,
+                value,
+                label_only,
+            });
         }
         out
     }
@@ -1157,6 +1223,7 @@ impl Reader<'_> {
                 parse_date(m.as_str(), self.locale).map(|value| Candidate {
                     span: m.range(),
                     value: value.map(Value::String),
+                    label_only: false,
                 })
             })
             .collect()
@@ -1189,6 +1256,7 @@ impl Reader<'_> {
                 out.push(Candidate {
                     span: start..end,
                     value: Ok(Value::String((*canonical).to_string())),
+                    label_only: false,
                 });
             }
         }
@@ -1205,6 +1273,7 @@ impl Reader<'_> {
                 Some(Candidate {
                     span: lit.span(),
                     value: number_value(lit.negative, &shape),
+                    label_only: false,
                 })
             })
             .collect()
@@ -1227,6 +1296,7 @@ impl Reader<'_> {
                 Some(Candidate {
                     span: lit.span(),
                     value,
+                    label_only: false,
                 })
             })
             .collect()
@@ -1267,98 +1337,510 @@ fn overlaps(taken: &[Range<usize>], span: &Range<usize>) -> bool {
         .any(|t| t.start < span.end && span.start < t.end)
 }
 
+/// One parameter as the PR-1 reader sees it: `labels` are phrases that name it (its name with
+/// `_` as space, its localized labels, configured synonyms), in any case/accents.
+#[derive(Debug, Clone, Copy)]
+pub struct LabelledParameter<'a> {
+    pub name: &'a str,
+    pub kind: &'a ParameterKind,
+    pub labels: &'a [String],
+}
+
 /// Reads typed values out of free text for the given parameters (name, kind), most specific
 /// type first, each span used once. Text parameters are never extracted. `rejected` lists
 /// near-misses that clearly were an attempt at a parameter but are invalid (e.g. `PED-12` for
-/// pattern `PED-[0-9]{4,}` — a token sharing the pattern's literal prefix; a 7- or 9-digit
-/// CEP-looking token like `01310-10` when a CEP is asked; an impossible date like `31/02/2026`;
-/// an integer out of range), only for parameters that got no valid value in this message.
+/// pattern `PED-[0-9]{4,}` — a token sharing the pattern's literal prefix; a CEP-looking token
+/// like `01310-10` when a CEP is asked; an impossible date like `31/02/2026`; an integer out of
+/// range), only for parameters that got no valid value in this message.
+///
+/// This is the liberal reader: a standalone number anywhere in the message is read. For the
+/// PR-1 question "does this message clearly fill a pending parameter?" use [`extract_clear`].
 ///
 /// Several parameters of the same kind take matches in message order, in the order given.
 /// `values` and `rejected` follow the order of `params`.
 pub fn extract(params: &[(&str, &ParameterKind)], text: &str, locale: Locale) -> Extraction {
+    let labelled: Vec<LabelledParameter<'_>> = params
+        .iter()
+        .map(|&(name, kind)| LabelledParameter {
+            name,
+            kind,
+            labels: &[],
+        })
+        .collect();
+    read(&labelled, text, locale, Mode::Liberal)
+}
+
+/// [`extract`] with labels: a value introduced by its parameter's label is preferred to an
+/// earlier unlabelled one (`I called 3 times, the number is 45` reads the house number 45).
+/// Every value [`extract_clear`] gives for the same input is also given here.
+pub fn extract_labelled(
+    params: &[LabelledParameter<'_>],
+    text: &str,
+    locale: Locale,
+) -> Extraction {
+    read(params, text, locale, Mode::Liberal)
+}
+
+/// PR-1: only values that *clearly fill* a parameter, and only clear invalid attempts.
+///
+/// A value of a distinctive form (an id matching its pattern, a CEP written `NNNNN-NNN` or
+/// `NN.NNN-NNN`, money with a currency marker) fills anywhere in the message. A value of a plain
+/// form (a bare integer or number, money without a marker, a date, a CEP without dash, an enum
+/// value) fills only when introduced by one of its parameter's labels with only filler words
+/// between (`the number is 45`), or when the message is made of such values and filler words
+/// once the clear spans above (with their labels) are removed (`45`, `it's 45`,
+/// `01310-100, 45`). Near-misses are reported under the same conditions as a plain value. See the
+/// module documentation for the filler words and the label rule.
+pub fn extract_clear(params: &[LabelledParameter<'_>], text: &str, locale: Locale) -> Extraction {
+    read(params, text, locale, Mode::Clear)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Every reading counts ([`extract`]).
+    Liberal,
+    /// Only clear fills and clear attempts count ([`extract_clear`], PR-1).
+    Clear,
+}
+
+/// Why a chosen reading is clear.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Clarity {
+    /// A distinctive form: clear anywhere.
+    Distinctive,
+    /// Introduced by the parameter's label, which starts at this byte.
+    Labelled(usize),
+    /// Neither: clear only when the rest of the message is filler.
+    Bare,
+}
+
+/// A reading chosen for one parameter.
+struct Pick {
+    param: usize,
+    span: Range<usize>,
+    value: Result<Value, InvalidReason>,
+    clarity: Clarity,
+    /// Where the label introducing it starts, if one does (for removing it from the rest).
+    label_start: Option<usize>,
+}
+
+impl Pick {
+    /// The value and the label introducing it.
+    fn whole_span(&self) -> Range<usize> {
+        self.label_start.unwrap_or(self.span.start)..self.span.end
+    }
+}
+
+/// Whether a valid reading has a distinctive form (PR-1): a pattern id, a dashed CEP, money with
+/// a currency marker (its span then starts or ends with the marker, not a digit).
+fn distinctive(kind: &ParameterKind, text: &str, candidate: &Candidate) -> bool {
+    if candidate.value.is_err() {
+        return false;
+    }
+    let raw = text.get(candidate.span.clone()).unwrap_or("");
+    match kind {
+        ParameterKind::Id { .. } => true,
+        ParameterKind::Cep => raw.contains('-'),
+        ParameterKind::Money => {
+            !raw.starts_with(|c: char| c.is_ascii_digit())
+                || !raw.ends_with(|c: char| c.is_ascii_digit())
+        }
+        _ => false,
+    }
+}
+
+fn read(params: &[LabelledParameter<'_>], text: &str, locale: Locale, mode: Mode) -> Extraction {
     let (literals, grouped) = literals(text);
     let reader = Reader {
         text,
         locale,
         literals,
         grouped,
-        bare_money: !params
-            .iter()
-            .any(|(_, kind)| matches!(kind, ParameterKind::Integer { .. } | ParameterKind::Number)),
+        bare_money: !params.iter().any(|p| {
+            matches!(
+                p.kind,
+                ParameterKind::Integer { .. } | ParameterKind::Number
+            )
+        }),
         words: words(text),
     };
+    let labels = Labels::new(params);
     let mut order: Vec<(u8, usize)> = params
         .iter()
         .enumerate()
-        .filter_map(|(i, (_, kind))| kind.specificity().map(|rank| (rank, i)))
+        .filter_map(|(i, p)| p.kind.specificity().map(|rank| (rank, i)))
         .collect();
     order.sort_unstable();
+    let candidates: Vec<Vec<Candidate>> =
+        params.iter().map(|p| reader.candidates(p.kind)).collect();
+    // The label introducing a candidate of parameter `i`, unless another parameter reading the
+    // same span is named at least as well by the same words.
+    let label_of = |i: usize, c: &Candidate| -> Option<usize> {
+        let run = reader.label_run(c.span.start, labels.longest + 1)?;
+        let (start, score) = labels.hit(i, &run, &reader.words)?;
+        let contested = candidates.iter().enumerate().any(|(j, other)| {
+            j != i
+                && other.iter().any(|o| o.span == c.span)
+                && labels
+                    .hit(j, &run, &reader.words)
+                    .is_some_and(|(_, s)| s >= score)
+        });
+        (!contested).then_some(start)
+    };
 
     let mut taken: Vec<Range<usize>> = Vec::new();
-    let mut found: Vec<(usize, Extracted)> = Vec::new();
-    let mut unfilled: Vec<(usize, Vec<Candidate>)> = Vec::new();
-    for &(_, i) in &order {
-        let Some(&(name, kind)) = params.get(i) else {
-            continue;
-        };
-        let candidates = reader.candidates(kind);
-        let hit = candidates
-            .iter()
-            .find(|c| c.value.is_ok() && !overlaps(&taken, &c.span));
-        match hit {
-            Some(Candidate {
-                span,
-                value: Ok(value),
-            }) => {
-                taken.push(span.clone());
-                found.push((
-                    i,
-                    Extracted {
-                        name: name.to_string(),
-                        value: value.clone(),
-                        span: span.clone(),
-                    },
-                ));
+    let mut picks: Vec<Pick> = Vec::new();
+    let mut filled = vec![false; params.len()];
+    // Valid readings: distinctive forms first, then labelled ones, then any.
+    for pass in [Clarity::Distinctive, Clarity::Labelled(0), Clarity::Bare] {
+        for &(_, i) in &order {
+            if filled.get(i).copied().unwrap_or(true) {
+                continue;
             }
-            _ => unfilled.push((i, candidates)),
+            let (Some(p), Some(cands)) = (params.get(i), candidates.get(i)) else {
+                continue;
+            };
+            let hit = cands.iter().find_map(|c| {
+                if c.value.is_err() || overlaps(&taken, &c.span) {
+                    return None;
+                }
+                if pass == Clarity::Distinctive && !distinctive(p.kind, text, c) {
+                    return None;
+                }
+                if c.label_only && !matches!(pass, Clarity::Labelled(_)) {
+                    return None;
+                }
+                let label = label_of(i, c);
+                let clarity = match pass {
+                    Clarity::Labelled(_) => Clarity::Labelled(label?),
+                    other => other,
+                };
+                Some(Pick {
+                    param: i,
+                    span: c.span.clone(),
+                    value: c.value.clone(),
+                    clarity,
+                    label_start: label,
+                })
+            });
+            if let Some(pick) = hit {
+                taken.push(pick.span.clone());
+                picks.push(pick);
+                if let Some(f) = filled.get_mut(i) {
+                    *f = true;
+                }
+            }
         }
     }
-
-    let mut rejected: Vec<(usize, Rejected)> = Vec::new();
-    for (i, candidates) in unfilled {
-        let Some(&(name, _)) = params.get(i) else {
+    // Near-misses, for parameters without a value: a labelled one first.
+    let mut misses: Vec<Pick> = Vec::new();
+    for &(_, i) in &order {
+        if filled.get(i).copied().unwrap_or(true) {
+            continue;
+        }
+        let Some(cands) = candidates.get(i) else {
             continue;
         };
-        let miss = candidates
+        let open: Vec<&Candidate> = cands
             .iter()
-            .find(|c| c.value.is_err() && !overlaps(&taken, &c.span));
-        if let Some(Candidate {
-            span,
-            value: Err(reason),
-        }) = miss
-        {
-            taken.push(span.clone());
-            rejected.push((
-                i,
-                Rejected {
-                    name: name.to_string(),
-                    invalid: Invalid {
-                        reason: *reason,
-                        raw: slice(text, span),
-                    },
-                },
-            ));
+            .filter(|c| c.value.is_err() && !overlaps(&taken, &c.span))
+            .collect();
+        let labelled = open
+            .iter()
+            .find_map(|c| label_of(i, c).map(|start| (*c, Some(start))));
+        let miss = labelled.or_else(|| open.first().map(|c| (*c, None)));
+        if let Some((c, label_start)) = miss {
+            taken.push(c.span.clone());
+            misses.push(Pick {
+                param: i,
+                span: c.span.clone(),
+                value: c.value.clone(),
+                clarity: label_start.map_or(Clarity::Bare, Clarity::Labelled),
+                label_start,
+            });
         }
     }
 
-    found.sort_by_key(|(i, _)| *i);
-    rejected.sort_by_key(|(i, _)| *i);
+    if mode == Mode::Clear {
+        // PR-1 (a): unlabelled plain readings count only when everything else is filler.
+        let removed: Vec<Range<usize>> =
+            picks.iter().chain(&misses).map(Pick::whole_span).collect();
+        if !reader.only_filler_outside(&removed) {
+            picks.retain(|p| p.clarity != Clarity::Bare);
+            misses.retain(|p| p.clarity != Clarity::Bare);
+        }
+    }
+
+    picks.sort_by_key(|p| p.param);
+    misses.sort_by_key(|p| p.param);
+    let name = |i: usize| {
+        params
+            .get(i)
+            .map_or_else(String::new, |p| p.name.to_string())
+    };
     Extraction {
-        values: found.into_iter().map(|(_, e)| e).collect(),
-        rejected: rejected.into_iter().map(|(_, r)| r).collect(),
+        values: picks
+            .into_iter()
+            .filter_map(|p| match p.value {
+                Ok(value) => Some(Extracted {
+                    name: name(p.param),
+                    value,
+                    span: p.span,
+                }),
+                Err(_) => None,
+            })
+            .collect(),
+        rejected: misses
+            .into_iter()
+            .filter_map(|p| match p.value {
+                Err(reason) => Some(Rejected {
+                    name: name(p.param),
+                    invalid: Invalid {
+                        reason,
+                        raw: slice(text, &p.span),
+                    },
+                    span: p.span,
+                }),
+                Ok(_) => None,
+            })
+            .collect(),
     }
 }
 
+// --- PR-1: filler words and labels ------------------------------------------------------------
+//
+// Every list holds folded words (lower case, no accents); both locales' lists apply to every
+// message, as customers mix languages.
+
+/// Articles: `the number is 45`, `o número é 45`.
+pub const FILLER_ARTICLES: &[&str] = &[
+    "a", "an", "the", "o", "os", "as", "um", "uma", "uns", "umas",
+];
+
+/// Personal, demonstrative and possessive pronouns: `it's 45`, `my zip is …`, `é esse`.
+pub const FILLER_PRONOUNS: &[&str] = &[
+    "i", "me", "my", "mine", "you", "your", "yours", "it", "its", "this", "that", "these", "those",
+    "we", "us", "our", "ours", "he", "him", "his", "she", "her", "they", "them", "their", "eu",
+    "mim", "meu", "minha", "meus", "minhas", "voce", "vc", "seu", "sua", "seus", "suas", "ele",
+    "ela", "eles", "elas", "nos", "nosso", "nossa", "nossos", "nossas", "dele", "dela", "isso",
+    "isto", "este", "esta", "esse", "essa", "aquele", "aquela",
+];
+
+/// Forms of *to be* / *ser* / *estar*, and the tails English contractions split into
+/// (`it's` → `it` `s`, `I'm`, `you're`).
+pub const FILLER_TO_BE: &[&str] = &[
+    "be", "is", "are", "am", "was", "were", "been", "s", "m", "re", "ser", "e", "eh", "sou", "es",
+    "somos", "sao", "era", "eram", "foi", "estar", "esta", "ta", "estou", "estamos", "estao",
+    "estava",
+];
+
+/// Politeness: `45, please`, `é 45, obrigado`. (`por favor` is in [`FILLER_PHRASES`].)
+pub const FILLER_POLITENESS: &[&str] = &[
+    "please", "pls", "plz", "thanks", "thank", "thx", "ty", "cheers", "obrigado", "obrigada",
+    "brigado", "brigada", "valeu", "grato", "grata", "pf", "pfv", "pfvr",
+];
+
+/// Conjunctions joining several answers: `01310-100 and 45`, `01310-100 e 45`.
+pub const FILLER_CONJUNCTIONS: &[&str] = &["and", "e"];
+
+/// Discourse markers and acknowledgements: `sorry, 45`, `ok, 45`, `sim, é 45`. `ok`, `yes` and
+/// `sim` are here on purpose: while parameters are being collected they acknowledge the question
+/// (`ok, 45` answers it); they decide nothing on their own, as a message without a value fills
+/// nothing. Negations (`no`, `not`, `não`) are not filler: `não é 45` must not fill 45.
+pub const FILLER_DISCOURSE: &[&str] = &[
+    "actually", "sorry", "oops", "well", "so", "ah", "oh", "uh", "um", "hmm", "hm", "just", "ok",
+    "okay", "yes", "yeah", "yep", "sure", "right", "here", "desculpa", "desculpe", "ops", "opa",
+    "bom", "entao", "certo", "claro", "sim", "pronto", "aqui", "olha",
+];
+
+/// Filler phrases whose words are not filler alone (`por` is a preposition).
+pub const FILLER_PHRASES: &[&[&str]] = &[&["por", "favor"], &["na", "verdade"]];
+
+/// The longest filler phrase.
+const MAX_PHRASE_WORDS: usize = 2;
+
+const FILLER_LISTS: [&[&str]; 6] = [
+    FILLER_ARTICLES,
+    FILLER_PRONOUNS,
+    FILLER_TO_BE,
+    FILLER_POLITENESS,
+    FILLER_CONJUNCTIONS,
+    FILLER_DISCOURSE,
+];
+
+/// Whether a folded word is filler on its own.
+fn is_filler(word: &str) -> bool {
+    FILLER_LISTS.iter().any(|list| list.contains(&word))
+}
+
+/// The length of a filler phrase starting at `words[0]`, if one does.
+fn phrase_at<S: AsRef<str>>(words: &[S]) -> Option<usize> {
+    FILLER_PHRASES
+        .iter()
+        .find(|p| p.len() <= words.len() && p.iter().zip(words).all(|(a, b)| *a == b.as_ref()))
+        .map(|p| p.len())
+}
+
+/// The length of a filler phrase ending at the last of `words`, if one does.
+fn phrase_ending<S: AsRef<str>>(words: &[S]) -> Option<usize> {
+    FILLER_PHRASES
+        .iter()
+        .find(|p| {
+            p.len() <= words.len()
+                && p.iter()
+                    .rev()
+                    .zip(words.iter().rev())
+                    .all(|(a, b)| *a == b.as_ref())
+        })
+        .map(|p| p.len())
+}
+
+/// Whether `words` are all filler words or filler phrases.
+fn all_filler<S: AsRef<str>>(words: &[S]) -> bool {
+    let mut rest = words;
+    while let Some((first, tail)) = rest.split_first() {
+        if let Some(n) = phrase_at(rest) {
+            rest = rest.get(n..).unwrap_or(&[]);
+        } else if is_filler(first.as_ref()) {
+            rest = tail;
+        } else {
+            return false;
+        }
+    }
+    true
+}
+
+/// The words just before a value that may be its label: indices `start..=end` into the
+/// message's words, a run of non-filler words joined by spaces or `-`/`_` only (at most as many
+/// as asked: one more than the longest label is enough to see what precedes a label), with only
+/// filler words (and punctuation) between its end and the value.
+struct LabelRun {
+    start: usize,
+    end: usize,
+}
+
+impl Reader<'_> {
+    fn label_run(&self, value_start: usize, max_words: usize) -> Option<LabelRun> {
+        let mut p = self.words.partition_point(|(r, _)| r.end <= value_start);
+        loop {
+            let tail: Vec<&str> = self
+                .words
+                .get(p.saturating_sub(MAX_PHRASE_WORDS)..p)
+                .unwrap_or(&[])
+                .iter()
+                .map(|(_, w)| w.as_str())
+                .collect();
+            if tail.last().is_some_and(|w| is_filler(w)) {
+                p -= 1;
+            } else if let Some(n) = phrase_ending(&tail) {
+                p -= n;
+            } else {
+                break;
+            }
+        }
+        let end = p.checked_sub(1)?;
+        let mut start = end;
+        while start > 0 && end - start + 1 < max_words {
+            let (Some((prev, prev_word)), Some((cur, _))) =
+                (self.words.get(start - 1), self.words.get(start))
+            else {
+                break;
+            };
+            let gap = self.text.get(prev.end..cur.start).unwrap_or("");
+            let joined = gap
+                .chars()
+                .all(|c| is_inline_space(c) || matches!(c, '-' | '_'));
+            if !joined || is_filler(prev_word) {
+                break;
+            }
+            start -= 1;
+        }
+        Some(LabelRun { start, end })
+    }
+
+    /// Whether every word outside `removed` is filler (PR-1 (a)).
+    fn only_filler_outside(&self, removed: &[Range<usize>]) -> bool {
+        let rest: Vec<&str> = self
+            .words
+            .iter()
+            .filter(|(r, _)| !overlaps(removed, r))
+            .map(|(_, w)| w.as_str())
+            .collect();
+        all_filler(&rest)
+    }
+}
+
+/// The parameters' labels as folded phrases.
+struct Labels {
+    /// Per parameter: its labels, each a list of folded words; the name (`_` as space) first.
+    phrases: Vec<Vec<Vec<String>>>,
+    /// The number of words of the longest label.
+    longest: usize,
+}
+
+impl Labels {
+    fn new(params: &[LabelledParameter<'_>]) -> Labels {
+        let phrases = params
+            .iter()
+            .map(|p| {
+                std::iter::once(p.name.replace('_', " "))
+                    .chain(p.labels.iter().cloned())
+                    .map(|l| phrase(&l))
+                    .filter(|l| !l.is_empty())
+                    .collect()
+            })
+            .collect::<Vec<Vec<Vec<String>>>>();
+        let longest = phrases.iter().flatten().map(Vec::len).max().unwrap_or(0);
+        Labels { phrases, longest }
+    }
+
+    fn names_word(&self, param: usize, word: &str) -> bool {
+        self.phrases
+            .get(param)
+            .is_some_and(|ls| ls.iter().any(|l| l.iter().any(|w| w == word)))
+    }
+
+    /// Whether `run` names parameter `param`: the longest tail of the run that appears, word for
+    /// word, inside one of its labels (`number` in `house number`, `número da casa`), unless the
+    /// word before that tail belongs to another parameter's labels only (`order number` does not
+    /// name the house number). Returns where the label starts and how many words matched.
+    fn hit(
+        &self,
+        param: usize,
+        run: &LabelRun,
+        words: &[(Range<usize>, String)],
+    ) -> Option<(usize, usize)> {
+        let own = self.phrases.get(param)?;
+        let run_words: Vec<&str> = words
+            .get(run.start..=run.end)?
+            .iter()
+            .map(|(_, w)| w.as_str())
+            .collect();
+        let len = (1..=run_words.len()).rev().find(|&n| {
+            let tail = run_words.get(run_words.len() - n..).unwrap_or(&[]);
+            own.iter().any(|label| {
+                label
+                    .windows(n)
+                    .any(|w| w.iter().zip(tail).all(|(a, b)| a == b))
+            })
+        })?;
+        if let Some(before) = run_words
+            .len()
+            .checked_sub(len + 1)
+            .and_then(|k| run_words.get(k))
+        {
+            let elsewhere = (0..self.phrases.len())
+                .any(|other| other != param && self.names_word(other, before));
+            if elsewhere && !self.names_word(param, before) {
+                return None;
+            }
+        }
+        let (start, _) = words.get(run.end + 1 - len)?;
+        Some((start.start, len))
+    }
+}
+
+#[cfg(test)]
+mod clear_tests;
 #[cfg(test)]
 mod tests;

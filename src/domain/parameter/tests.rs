@@ -897,6 +897,7 @@ fn near_miss_id() {
                 reason: InvalidReason::Format,
                 raw: "PED-12".to_string(),
             },
+            span: 12..18,
         }]
     );
     assert_eq!(
