@@ -1,16 +1,59 @@
 //! Typed parameters: validation and normalisation of one value, and extraction of values from a
 //! sentence.
 //!
-//! Two entry points:
+//! Entry points:
 //! - [`ParameterKind::validate`] checks one value given directly (a model's JSON arguments or a
 //!   structured action) and returns its canonical JSON form (MG-4).
-//! - [`extract`] reads typed values out of a free-text message without any model call (MG-4,
-//!   MG-5, PR-1): the most specific type reads first (id, CEP, money, date, enum, number,
-//!   integer) and a span of the message taken by one parameter is never read again.
+//! - [`extract_clear`] answers PR-1: which pending parameters does this message *clearly fill*,
+//!   and which clear attempts are invalid? No model call; an empty answer sends the turn on to
+//!   the classifier.
+//! - [`extract`] / [`extract_labelled`] are the liberal readers (MG-4, MG-5): any standalone
+//!   value anywhere in the message is read. Every value [`extract_clear`] gives is also given by
+//!   [`extract_labelled`] for the same input (and by [`extract`] when no labels are passed).
+//!
+//! All of them read the most specific type first (id, CEP, money, date, enum, number, integer),
+//! never read a span of the message taken by one parameter again, never extract a text parameter,
+//! and let several parameters of one kind take matches in message order. Within that order, a
+//! parameter takes a distinctive-form value first, then a labelled one, then any other.
 //!
 //! Canonical forms: money `"1234.56"` (dot, two decimals, no grouping), CEP `"NNNNN-NNN"`, date
 //! `"YYYY-MM-DD"`, integers as JSON integers, numbers as JSON numbers (integral values as JSON
-//! integers), ids and free text trimmed, enums as their configured canonical value.
+//! integers), ids trimmed and in the pattern's case, free text trimmed, enums as their configured
+//! canonical value.
+//!
+//! # PR-1: what "clearly fills" means here
+//!
+//! - **Distinctive forms fill anywhere**: an id matching its pattern, a CEP written `NNNNN-NNN` or
+//!   `NN.NNN-NNN`, money with a currency marker (`R$ 71,99`, `$71.99`, `71,99 reais`).
+//! - **Plain forms** (a bare integer or number, money without a marker, a date, a CEP without
+//!   dash, an enum value) fill when (b) introduced by a label of their parameter with only filler
+//!   words and punctuation between (`number 45`, `the number is 45`, `o número é 45`,
+//!   `number: 45`), wherever that pair stands in the message; or (a) when, after removing every
+//!   reading taken in the message together with the label introducing it, what is left is filler
+//!   (`45`, `it's 45`, `01310-100, 45`). (a) is all or nothing: one non-filler word left
+//!   (`I called 3 times`, or a second number nobody took: `45 and 10` for one integer) and no
+//!   unlabelled plain value of the message fills.
+//! - **Near-misses** (`PED-12`, `01310-10`, `0131-10`, `31/02/2026`, house number `0`) are
+//!   reported under the same two conditions as a plain value, never inside an unrelated sentence
+//!   (`esquece, me liga no 98765-4321`).
+//!
+//! **Filler words** are the `FILLER_*` lists below (articles, pronouns and possessives, *to be* /
+//! *ser* / *estar*, politeness, `and`/`e`, discourse markers and acknowledgements), compared on
+//! folded words (case and accents ignored), both locales' lists for every message. Not filler:
+//! verbs and nouns (`call`, `times`, `liguei`, `vezes`, `human`), prepositions (`to`, `no`, `de`:
+//! `me liga no …`), negations (`no`, `not`, `não`: `não é 45` is not 45), and `ok`/`sim`/`yes` are
+//! filler (see [`FILLER_DISCOURSE`]).
+//!
+//! **The label rule.** A parameter's labels are its name with `_` as space (always added) and the
+//! phrases the caller passes (localized labels, synonyms), folded into words. Before a value, the
+//! reader skips filler words back to the nearest other word and takes the run of non-filler words
+//! ending there (joined by spaces, `-` or `_`; at most one word longer than the longest label).
+//! The run names a parameter when its longest tail appears word for word inside one of the
+//! parameter's labels (`number` and `house number` in `house number`; `numero` and `casa` in
+//! `número da casa`; `zip` in `zip code`), unless the word before that tail belongs to another
+//! parameter's labels only (`order number is 45` does not name the house number). When the same
+//! words name two parameters that both read the value equally well (`the number is 45` with a
+//! house number and a floor number), the label is not clear for either.
 //!
 //! Decisions where the contract is silent:
 //! - A numeric token only counts when it stands alone: digits glued to letters or joined to a
@@ -19,17 +62,27 @@
 //! - One separator followed by exactly three digits (`1.234`, `1,234`) is a thousands separator
 //!   for money; for numbers it is one unless it is the locale's decimal separator
 //!   (pt-BR `,`, en `.`). Any other single separator is a decimal separator.
+//! - A space (also U+00A0, U+202F) groups thousands (MG-4): a space-grouped number
+//!   (`1 234,56`: groups of three after the first, then a decimal part; or any grouping with a
+//!   currency marker: `R$ 1 234`) is one literal, read whole or not at all; no reader takes a
+//!   part of it (`1`, `234`, `234,56`). Without a decimal part or marker (`1 234`) the digits are
+//!   separate numbers, as a space usually separates them in a sentence.
 //! - Without a currency marker (`R$`, `US$`, `$`, or a trailing `reais`/`dollars`/...) money in a
 //!   sentence needs exactly two decimals; with a marker one decimal is accepted (`R$ 7,5`).
+//!   A whole number without marker is money when no integer or number parameter is being read,
+//!   and otherwise only after the money parameter's label (`the amount is 50`).
 //!   Negative amounts are never money. Amounts have at most 15 integer digits.
 //! - Numbers with a currency marker are never read as integers or numbers.
 //! - An impossible date (`31/02/2026`) and a number outside `min`/`max` are `OutOfRange`.
+//! - CEP near-misses: 4 to 6 digits, a dash, 2 to 4 digits that are not a CEP (`01310-10`,
+//!   `0131-10`), or 7 or 9 digits in a row.
 //! - [`ParameterKind::validate`] accepts JSON numbers for integer, number and money, and integer
 //!   JSON numbers for ids (validated against the pattern as their decimal text); for date, enum,
 //!   CEP and text a JSON number is `WrongType`.
 //! - `Text { max_len }` counts characters (not bytes) of the trimmed value.
-//! - Id patterns are matched case-sensitively as configured; `^`/`$` around a pattern are
-//!   ignored when searching inside a sentence.
+//! - Id patterns match in any case (`ped-1001`); the value is stored in the pattern's case (see
+//!   [`IdPattern::canonical`]). `^`/`$` around a pattern are ignored when searching inside a
+//!   sentence.
 
 use std::fmt;
 use std::ops::Range;
@@ -41,14 +94,19 @@ use serde_json::Value;
 use crate::domain::locale::Locale;
 
 /// A configured id pattern (e.g. `PED-[0-9]{4,}`).
+///
+/// Matching ignores case (`ped-1001` is an attempt at `PED-1001`); the stored value is put in
+/// the pattern's case by [`IdPattern::canonical`] (MG-4).
 #[derive(Debug, Clone)]
 pub struct IdPattern {
     source: String,
-    /// `^(?:pattern)$`: validates a value given directly.
+    /// `^(?i:pattern)$`: whether a value given directly is a whole id, in any case.
     anchored: Regex,
-    /// `(?:pattern)`: finds the id inside a sentence.
+    /// `^(?:pattern)$`: whether a value is already in the pattern's case.
+    exact: Regex,
+    /// `(?i:pattern)`: finds the id inside a sentence.
     search: Regex,
-    /// The pattern's literal prefix (`PED-`), used to recognise near-misses (`PED-12`).
+    /// The pattern's literal prefix as configured (`PED-`), empty when there is none usable.
     prefix: String,
 }
 
@@ -60,16 +118,19 @@ impl IdPattern {
         }
         Regex::new(pattern).map_err(|e| format!("invalid id pattern `{pattern}`: {e}"))?;
         let core = strip_anchors(pattern);
-        let anchored = Regex::new(&format!("^(?:{core})$"))
-            .map_err(|e| format!("invalid id pattern `{pattern}`: {e}"))?;
-        let search = Regex::new(&format!("(?:{core})"))
-            .map_err(|e| format!("invalid id pattern `{pattern}`: {e}"))?;
+        let compile = |wrapped: String| {
+            Regex::new(&wrapped).map_err(|e| format!("invalid id pattern `{pattern}`: {e}"))
+        };
+        let anchored = compile(format!("^(?i:{core})$"))?;
+        let exact = compile(format!("^(?:{core})$"))?;
+        let search = compile(format!("(?i:{core})"))?;
         if anchored.is_match("") {
             return Err(format!("id pattern `{pattern}` matches the empty string"));
         }
         Ok(IdPattern {
             source: pattern.to_string(),
             anchored,
+            exact,
             search,
             prefix: literal_prefix(core),
         })
@@ -80,9 +141,48 @@ impl IdPattern {
         &self.source
     }
 
-    /// Whether `value` (already trimmed) is a whole id.
+    /// Whether `value` (already trimmed) is a whole id, in any case (`ped-1001`).
     pub fn is_match(&self, value: &str) -> bool {
         self.anchored.is_match(value)
+    }
+
+    /// The id as stored (MG-4): `None` when `value` (already trimmed) is not a whole id in any
+    /// case; otherwise the first of these that the pattern matches as configured: the value as
+    /// typed, the value with its prefix in the pattern's case (`ped-1001` → `PED-1001`), all
+    /// upper case, all lower case. When none does (a mixed-case pattern), the prefix-cased form.
+    pub fn canonical(&self, value: &str) -> Option<String> {
+        if !self.anchored.is_match(value) {
+            return None;
+        }
+        let prefixed = self.with_prefix_case(value);
+        [
+            value.to_string(),
+            prefixed.clone(),
+            value.to_uppercase(),
+            value.to_lowercase(),
+        ]
+        .into_iter()
+        .find(|v| self.exact.is_match(v))
+        .or(Some(prefixed))
+    }
+
+    /// `value` with its first characters replaced by the configured prefix when they are that
+    /// prefix in another case.
+    fn with_prefix_case(&self, value: &str) -> String {
+        let n = self.prefix.chars().count();
+        let head: String = value.chars().take(n).collect();
+        if n == 0 || head.to_lowercase() != self.prefix.to_lowercase() {
+            return value.to_string();
+        }
+        let tail: String = value.chars().skip(n).collect();
+        format!("{}{tail}", self.prefix)
+    }
+
+    /// Whether `token` starts with the pattern's literal prefix, in any case.
+    fn has_prefix(&self, token: &str) -> bool {
+        let n = self.prefix.chars().count();
+        let head: String = token.chars().take(n).collect();
+        n > 0 && head.to_lowercase() == self.prefix.to_lowercase()
     }
 }
 
@@ -120,7 +220,7 @@ fn strip_anchors(pattern: &str) -> &str {
     core
 }
 
-/// The literal text every match starts with, lowercased; empty when there is none usable.
+/// The literal text every match starts with, as configured; empty when there is none usable.
 fn literal_prefix(core: &str) -> String {
     if core.contains('|') {
         return String::new();
@@ -147,7 +247,7 @@ fn literal_prefix(core: &str) -> String {
     if prefix.len() < 2 {
         return String::new();
     }
-    prefix.into_iter().collect::<String>().to_lowercase()
+    prefix.into_iter().collect::<String>()
 }
 
 /// One option of an enum parameter.
@@ -264,13 +364,10 @@ impl ParameterKind {
             return Err(InvalidReason::Empty);
         }
         match self {
-            ParameterKind::Id { pattern } => {
-                if pattern.is_match(t) {
-                    Ok(Value::String(t.to_string()))
-                } else {
-                    Err(InvalidReason::Format)
-                }
-            }
+            ParameterKind::Id { pattern } => pattern
+                .canonical(t)
+                .map(Value::String)
+                .ok_or(InvalidReason::Format),
             ParameterKind::Integer { min, max } => {
                 let v = parse_integer_text(t)?;
                 check_range(v, *min, *max).map(Value::from)
@@ -355,11 +452,10 @@ impl ParameterKind {
                 } else {
                     return Err(InvalidReason::WrongType);
                 };
-                if pattern.is_match(&text) {
-                    Ok(Value::String(text))
-                } else {
-                    Err(InvalidReason::Format)
-                }
+                pattern
+                    .canonical(&text)
+                    .map(Value::String)
+                    .ok_or(InvalidReason::Format)
             }
             ParameterKind::Date
             | ParameterKind::Enum { .. }
@@ -431,8 +527,11 @@ fn parse_number_text(t: &str, locale: Locale) -> Result<Value, InvalidReason> {
         Some(rest) => (true, rest),
         None => (false, t.strip_prefix('+').unwrap_or(t)),
     };
-    let shape = numeric_shape(rest, Ambiguity::DecimalSeparator(decimal_separator(locale)))
-        .ok_or(InvalidReason::Format)?;
+    let shape = numeric_shape(
+        &ungroup(rest),
+        Ambiguity::DecimalSeparator(decimal_separator(locale)),
+    )
+    .ok_or(InvalidReason::Format)?;
     number_value(negative, &shape)
 }
 
@@ -572,7 +671,7 @@ const SUFFIX_MARKERS: [&str; 7] = [
     "reais", "dolares", "dollars", "dollar", "bucks", "brl", "usd",
 ];
 
-/// `R$ 71,99`, `$71.99`, `71.99 reais`.
+/// `R$ 71,99`, `$71.99`, `71.99 reais`, `R$ 1 234,56`.
 fn parse_money_text(t: &str) -> Result<String, InvalidReason> {
     let mut rest = t;
     for marker in PREFIX_MARKERS {
@@ -594,7 +693,7 @@ fn parse_money_text(t: &str) -> Result<String, InvalidReason> {
         Some(r) => (true, r.trim_start()),
         None => (false, rest),
     };
-    match money_read(rest, true) {
+    match money_read(&ungroup(rest), true) {
         MoneyRead::Amount(v) | MoneyRead::Bare(v) if !negative => Ok(v),
         MoneyRead::Amount(_) | MoneyRead::Bare(_) => Err(InvalidReason::OutOfRange),
         MoneyRead::Bad(reason) => Err(reason),
@@ -767,6 +866,8 @@ pub struct Extracted {
 pub struct Rejected {
     pub name: String,
     pub invalid: Invalid,
+    /// Byte range of the message the invalid value was read from (without its label).
+    pub span: Range<usize>,
 }
 
 /// What [`extract`] read from one message.
@@ -803,13 +904,19 @@ impl Extraction {
 struct Candidate {
     span: Range<usize>,
     value: Result<Value, InvalidReason>,
+    /// Read only when introduced by the parameter's label (a bare integer as money while an
+    /// integer or number parameter is also read: `the amount is 50`).
+    label_only: bool,
 }
 
-/// A run of digits, `.` and `,` standing alone in the message.
+/// A run of digits, `.` and `,` standing alone in the message, or a space-grouped number read
+/// as one literal (`1 234,56`, `R$ 1 234`).
 #[derive(Debug, Clone)]
 struct Literal {
     /// The digits and separators, without sign.
     digits: Range<usize>,
+    /// The text of `digits` without grouping spaces (`1234,56`).
+    plain: String,
     /// Whether a `-` sign stands right before it.
     negative: bool,
     /// Span including the currency marker(s), if any.
@@ -833,6 +940,20 @@ fn static_regex(pattern: &str) -> Regex {
 
 static NUMERIC_LITERAL: LazyLock<Regex> =
     LazyLock::new(|| static_regex(r"[0-9](?:[0-9.,]*[0-9])?"));
+/// Groups of three digits split by a space (also U+00A0, U+202F), with an optional decimal part.
+static SPACED_NUMBER: LazyLock<Regex> =
+    LazyLock::new(|| static_regex("[0-9]{1,3}(?:[ \u{a0}\u{202f}][0-9]{3})+(?:[.,][0-9]+)?"));
+static SPACED_NUMBER_WHOLE: LazyLock<Regex> =
+    LazyLock::new(|| static_regex("^[0-9]{1,3}(?:[ \u{a0}\u{202f}][0-9]{3})+(?:[.,][0-9]+)?$"));
+
+/// `1 234,56` → `1234,56`; any other text unchanged (so that a stray space still fails).
+fn ungroup(t: &str) -> std::borrow::Cow<'_, str> {
+    if SPACED_NUMBER_WHOLE.is_match(t) {
+        std::borrow::Cow::Owned(t.chars().filter(|c| !is_inline_space(*c)).collect())
+    } else {
+        std::borrow::Cow::Borrowed(t)
+    }
+}
 static CEP_SHAPE: LazyLock<Regex> =
     LazyLock::new(|| static_regex(r"[0-9]{2}\.[0-9]{3}-[0-9]{3}|[0-9]{5}-?[0-9]{3}"));
 static DASHED_DIGITS: LazyLock<Regex> = LazyLock::new(|| static_regex(r"[0-9]+-[0-9]+"));
@@ -863,7 +984,7 @@ fn standalone(text: &str, span: &Range<usize>) -> bool {
 }
 
 fn is_inline_space(c: char) -> bool {
-    matches!(c, ' ' | '\t' | '\u{a0}')
+    matches!(c, ' ' | '\t' | '\u{a0}' | '\u{202f}')
 }
 
 /// The span of `digits` extended over a currency marker before and/or after it.
@@ -902,11 +1023,28 @@ fn currency_span(text: &str, digits: &Range<usize>) -> Option<Range<usize>> {
     Some(start.unwrap_or(digits.start)..end.unwrap_or(digits.end))
 }
 
-/// Every standalone numeric literal of the message, in order.
-fn literals(text: &str) -> Vec<Literal> {
+/// Every standalone numeric literal of the message, in order, and the spans of the
+/// space-grouped ones (MG-4: a space-grouped number with a decimal part or a currency marker is
+/// one literal; nothing is read from a part of it).
+fn literals(text: &str) -> (Vec<Literal>, Vec<Range<usize>>) {
     let mut out = Vec::new();
-    for m in NUMERIC_LITERAL.find_iter(text) {
+    let mut grouped: Vec<Range<usize>> = Vec::new();
+    for m in SPACED_NUMBER.find_iter(text) {
         let digits = m.range();
+        let decimal = m.as_str().contains(['.', ',']);
+        if standalone(text, &digits) && (decimal || currency_span(text, &digits).is_some()) {
+            grouped.push(digits);
+        }
+    }
+    let mut found: Vec<Range<usize>> = grouped.clone();
+    found.extend(
+        NUMERIC_LITERAL
+            .find_iter(text)
+            .map(|m| m.range())
+            .filter(|r| !overlaps(&grouped, r)),
+    );
+    found.sort_by_key(|r| r.start);
+    for digits in found {
         let mut before = text.get(..digits.start).unwrap_or("").chars().rev();
         let negative = before.next() == Some('-')
             && before
@@ -914,6 +1052,7 @@ fn literals(text: &str) -> Vec<Literal> {
                 .is_none_or(|c| c.is_whitespace() || matches!(c, '(' | '[' | ':' | '='));
         let literal = Literal {
             money_span: currency_span(text, &digits),
+            plain: ungroup(text.get(digits.clone()).unwrap_or("")).into_owned(),
             negative,
             digits,
         };
@@ -921,7 +1060,7 @@ fn literals(text: &str) -> Vec<Literal> {
             out.push(literal);
         }
     }
-    out
+    (out, grouped)
 }
 
 fn slice(text: &str, span: &Range<usize>) -> String {
@@ -933,6 +1072,8 @@ struct Reader<'t> {
     text: &'t str,
     locale: Locale,
     literals: Vec<Literal>,
+    /// Space-grouped literals: no reading may take a part of one.
+    grouped: Vec<Range<usize>>,
     /// A bare integer is money only when no integer/number parameter is being read.
     bare_money: bool,
     words: Vec<(Range<usize>, String)>,
@@ -940,6 +1081,18 @@ struct Reader<'t> {
 
 impl Reader<'_> {
     fn candidates(&self, kind: &ParameterKind) -> Vec<Candidate> {
+        let mut out = self.kind_candidates(kind);
+        out.retain(|c| {
+            !self.grouped.iter().any(|g| {
+                g.start < c.span.end
+                    && c.span.start < g.end
+                    && !(c.span.start <= g.start && g.end <= c.span.end)
+            })
+        });
+        out
+    }
+
+    fn kind_candidates(&self, kind: &ParameterKind) -> Vec<Candidate> {
         match kind {
             ParameterKind::Id { pattern } => self.id_candidates(pattern),
             ParameterKind::Cep => self.cep_candidates(),
@@ -958,23 +1111,25 @@ impl Reader<'_> {
             .search
             .find_iter(text)
             .filter(|m| !m.as_str().trim().is_empty() && standalone(text, &m.range()))
-            .map(|m| Candidate {
-                span: m.range(),
-                value: Ok(Value::String(m.as_str().trim().to_string())),
+            .filter_map(|m| {
+                pattern.canonical(m.as_str().trim()).map(|v| Candidate {
+                    span: m.range(),
+                    value: Ok(Value::String(v)),
+                    label_only: false,
+                })
             })
             .collect();
-        if !pattern.prefix.is_empty() {
-            for span in tokens(text) {
-                let token = text.get(span.clone()).unwrap_or("");
-                if token.to_lowercase().starts_with(&pattern.prefix)
-                    && token.bytes().any(|b| b.is_ascii_digit())
-                    && !pattern.is_match(token)
-                {
-                    out.push(Candidate {
-                        span,
-                        value: Err(InvalidReason::Format),
-                    });
-                }
+        for span in tokens(text) {
+            let token = text.get(span.clone()).unwrap_or("");
+            if pattern.has_prefix(token)
+                && token.bytes().any(|b| b.is_ascii_digit())
+                && !pattern.is_match(token)
+            {
+                out.push(Candidate {
+                    span,
+                    value: Err(InvalidReason::Format),
+                    label_only: false,
+                });
             }
         }
         out.sort_by_key(|c| c.span.start);
@@ -990,33 +1145,35 @@ impl Reader<'_> {
                 cep_canonical(m.as_str()).map(|v| Candidate {
                     span: m.range(),
                     value: Ok(Value::String(v)),
+                    label_only: false,
                 })
             })
             .collect();
-        // Near-misses: 7 to 9 digits split by a dash, or 7 or 9 digits in a row.
+        // Near-misses: 4 to 6 digits, a dash, 2 to 4 digits (`01310-10`, `0131-10`); or 7 or 9
+        // digits in a row.
         for m in DASHED_DIGITS.find_iter(text) {
             let Some((left, right)) = m.as_str().split_once('-') else {
                 continue;
             };
-            let total = left.len() + right.len();
             if (4..=6).contains(&left.len())
                 && (2..=4).contains(&right.len())
-                && (7..=9).contains(&total)
                 && cep_canonical(m.as_str()).is_none()
                 && standalone(text, &m.range())
             {
                 out.push(Candidate {
                     span: m.range(),
                     value: Err(InvalidReason::Format),
+                    label_only: false,
                 });
             }
         }
         for lit in &self.literals {
-            let digits = text.get(lit.digits.clone()).unwrap_or("");
+            let digits = lit.plain.as_str();
             if !lit.negative && is_digits(digits) && matches!(digits.len(), 7 | 9) {
                 out.push(Candidate {
                     span: lit.digits.clone(),
                     value: Err(InvalidReason::Format),
+                    label_only: false,
                 });
             }
         }
@@ -1038,15 +1195,21 @@ impl Reader<'_> {
                 continue;
             }
             let marked = lit.money_span.is_some();
-            let digits = text.get(lit.digits.clone()).unwrap_or("");
-            let value = match money_read(digits, marked) {
+            let mut label_only = false;
+            let value = match money_read(&lit.plain, marked) {
                 MoneyRead::Amount(v) => Ok(Value::String(v)),
-                MoneyRead::Bare(v) if marked || self.bare_money => Ok(Value::String(v)),
-                MoneyRead::Bare(_) => continue,
+                MoneyRead::Bare(v) => {
+                    label_only = !(marked || self.bare_money);
+                    Ok(Value::String(v))
+                }
                 MoneyRead::Bad(reason) if marked => Err(reason),
                 MoneyRead::Bad(_) => continue,
             };
-            out.push(Candidate { span, value });
+            out.push(Candidate {
+                span,
+                value,
+                label_only,
+            });
         }
         out
     }
@@ -1060,6 +1223,7 @@ impl Reader<'_> {
                 parse_date(m.as_str(), self.locale).map(|value| Candidate {
                     span: m.range(),
                     value: value.map(Value::String),
+                    label_only: false,
                 })
             })
             .collect()
@@ -1092,6 +1256,7 @@ impl Reader<'_> {
                 out.push(Candidate {
                     span: start..end,
                     value: Ok(Value::String((*canonical).to_string())),
+                    label_only: false,
                 });
             }
         }
@@ -1104,11 +1269,11 @@ impl Reader<'_> {
             .iter()
             .filter(|lit| lit.money_span.is_none())
             .filter_map(|lit| {
-                let digits = self.text.get(lit.digits.clone()).unwrap_or("");
-                let shape = numeric_shape(digits, Ambiguity::DecimalSeparator(separator))?;
+                let shape = numeric_shape(&lit.plain, Ambiguity::DecimalSeparator(separator))?;
                 Some(Candidate {
                     span: lit.span(),
                     value: number_value(lit.negative, &shape),
+                    label_only: false,
                 })
             })
             .collect()
@@ -1119,17 +1284,20 @@ impl Reader<'_> {
             .iter()
             .filter(|lit| lit.money_span.is_none())
             .filter_map(|lit| {
-                let span = lit.span();
-                let signed = self.text.get(span.clone()).unwrap_or("");
-                if !is_digits(signed.trim_start_matches('-')) {
+                if !is_digits(&lit.plain) {
                     return None;
                 }
-                let value = signed
+                let sign = if lit.negative { "-" } else { "" };
+                let value = format!("{sign}{}", lit.plain)
                     .parse::<i64>()
                     .map_err(|_| InvalidReason::OutOfRange)
                     .and_then(|v| check_range(v, min, max))
                     .map(Value::from);
-                Some(Candidate { span, value })
+                Some(Candidate {
+                    span: lit.span(),
+                    value,
+                    label_only: false,
+                })
             })
             .collect()
     }
@@ -1169,94 +1337,506 @@ fn overlaps(taken: &[Range<usize>], span: &Range<usize>) -> bool {
         .any(|t| t.start < span.end && span.start < t.end)
 }
 
+/// One parameter as the PR-1 reader sees it: `labels` are phrases that name it (its name with
+/// `_` as space, its localized labels, configured synonyms), in any case/accents.
+#[derive(Debug, Clone, Copy)]
+pub struct LabelledParameter<'a> {
+    pub name: &'a str,
+    pub kind: &'a ParameterKind,
+    pub labels: &'a [String],
+}
+
 /// Reads typed values out of free text for the given parameters (name, kind), most specific
 /// type first, each span used once. Text parameters are never extracted. `rejected` lists
 /// near-misses that clearly were an attempt at a parameter but are invalid (e.g. `PED-12` for
-/// pattern `PED-[0-9]{4,}` — a token sharing the pattern's literal prefix; a 7- or 9-digit
-/// CEP-looking token like `01310-10` when a CEP is asked; an impossible date like `31/02/2026`;
-/// an integer out of range), only for parameters that got no valid value in this message.
+/// pattern `PED-[0-9]{4,}` — a token sharing the pattern's literal prefix; a CEP-looking token
+/// like `01310-10` when a CEP is asked; an impossible date like `31/02/2026`; an integer out of
+/// range), only for parameters that got no valid value in this message.
+///
+/// This is the liberal reader: a standalone number anywhere in the message is read. For the
+/// PR-1 question "does this message clearly fill a pending parameter?" use [`extract_clear`].
 ///
 /// Several parameters of the same kind take matches in message order, in the order given.
 /// `values` and `rejected` follow the order of `params`.
 pub fn extract(params: &[(&str, &ParameterKind)], text: &str, locale: Locale) -> Extraction {
+    let labelled: Vec<LabelledParameter<'_>> = params
+        .iter()
+        .map(|&(name, kind)| LabelledParameter {
+            name,
+            kind,
+            labels: &[],
+        })
+        .collect();
+    read(&labelled, text, locale, Mode::Liberal)
+}
+
+/// [`extract`] with labels: a value introduced by its parameter's label is preferred to an
+/// earlier unlabelled one (`I called 3 times, the number is 45` reads the house number 45).
+/// Every value [`extract_clear`] gives for the same input is also given here.
+pub fn extract_labelled(
+    params: &[LabelledParameter<'_>],
+    text: &str,
+    locale: Locale,
+) -> Extraction {
+    read(params, text, locale, Mode::Liberal)
+}
+
+/// PR-1: only values that *clearly fill* a parameter, and only clear invalid attempts.
+///
+/// A value of a distinctive form (an id matching its pattern, a CEP written `NNNNN-NNN` or
+/// `NN.NNN-NNN`, money with a currency marker) fills anywhere in the message. A value of a plain
+/// form (a bare integer or number, money without a marker, a date, a CEP without dash, an enum
+/// value) fills only when introduced by one of its parameter's labels with only filler words
+/// between (`the number is 45`), or when the message is made of such values and filler words
+/// once the clear spans above (with their labels) are removed (`45`, `it's 45`,
+/// `01310-100, 45`). Near-misses are reported under the same conditions as a plain value. See the
+/// module documentation for the filler words and the label rule.
+pub fn extract_clear(params: &[LabelledParameter<'_>], text: &str, locale: Locale) -> Extraction {
+    read(params, text, locale, Mode::Clear)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Every reading counts ([`extract`]).
+    Liberal,
+    /// Only clear fills and clear attempts count ([`extract_clear`], PR-1).
+    Clear,
+}
+
+/// Why a chosen reading is clear.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Clarity {
+    /// A distinctive form: clear anywhere.
+    Distinctive,
+    /// Introduced by the parameter's label, which starts at this byte.
+    Labelled(usize),
+    /// Neither: clear only when the rest of the message is filler.
+    Bare,
+}
+
+/// A reading chosen for one parameter.
+struct Pick {
+    param: usize,
+    span: Range<usize>,
+    value: Result<Value, InvalidReason>,
+    clarity: Clarity,
+    /// Where the label introducing it starts, if one does (for removing it from the rest).
+    label_start: Option<usize>,
+}
+
+impl Pick {
+    /// The value and the label introducing it.
+    fn whole_span(&self) -> Range<usize> {
+        self.label_start.unwrap_or(self.span.start)..self.span.end
+    }
+}
+
+/// Whether a valid reading has a distinctive form (PR-1): a pattern id, a dashed CEP, money with
+/// a currency marker (its span then starts or ends with the marker, not a digit).
+fn distinctive(kind: &ParameterKind, text: &str, candidate: &Candidate) -> bool {
+    if candidate.value.is_err() {
+        return false;
+    }
+    let raw = text.get(candidate.span.clone()).unwrap_or("");
+    match kind {
+        ParameterKind::Id { .. } => true,
+        ParameterKind::Cep => raw.contains('-'),
+        ParameterKind::Money => {
+            !raw.starts_with(|c: char| c.is_ascii_digit())
+                || !raw.ends_with(|c: char| c.is_ascii_digit())
+        }
+        _ => false,
+    }
+}
+
+fn read(params: &[LabelledParameter<'_>], text: &str, locale: Locale, mode: Mode) -> Extraction {
+    let (literals, grouped) = literals(text);
     let reader = Reader {
         text,
         locale,
-        literals: literals(text),
-        bare_money: !params
-            .iter()
-            .any(|(_, kind)| matches!(kind, ParameterKind::Integer { .. } | ParameterKind::Number)),
+        literals,
+        grouped,
+        bare_money: !params.iter().any(|p| {
+            matches!(
+                p.kind,
+                ParameterKind::Integer { .. } | ParameterKind::Number
+            )
+        }),
         words: words(text),
     };
+    let labels = Labels::new(params);
     let mut order: Vec<(u8, usize)> = params
         .iter()
         .enumerate()
-        .filter_map(|(i, (_, kind))| kind.specificity().map(|rank| (rank, i)))
+        .filter_map(|(i, p)| p.kind.specificity().map(|rank| (rank, i)))
         .collect();
     order.sort_unstable();
+    let candidates: Vec<Vec<Candidate>> =
+        params.iter().map(|p| reader.candidates(p.kind)).collect();
+    // The label introducing a candidate of parameter `i`, unless another parameter reading the
+    // same span is named at least as well by the same words.
+    let label_of = |i: usize, c: &Candidate| -> Option<usize> {
+        let run = reader.label_run(c.span.start, labels.longest + 1)?;
+        let (start, score) = labels.hit(i, &run, &reader.words)?;
+        let contested = candidates.iter().enumerate().any(|(j, other)| {
+            j != i
+                && other.iter().any(|o| o.span == c.span)
+                && labels
+                    .hit(j, &run, &reader.words)
+                    .is_some_and(|(_, s)| s >= score)
+        });
+        (!contested).then_some(start)
+    };
 
     let mut taken: Vec<Range<usize>> = Vec::new();
-    let mut found: Vec<(usize, Extracted)> = Vec::new();
-    let mut unfilled: Vec<(usize, Vec<Candidate>)> = Vec::new();
-    for &(_, i) in &order {
-        let Some(&(name, kind)) = params.get(i) else {
-            continue;
-        };
-        let candidates = reader.candidates(kind);
-        let hit = candidates
-            .iter()
-            .find(|c| c.value.is_ok() && !overlaps(&taken, &c.span));
-        match hit {
-            Some(Candidate {
-                span,
-                value: Ok(value),
-            }) => {
-                taken.push(span.clone());
-                found.push((
-                    i,
-                    Extracted {
-                        name: name.to_string(),
-                        value: value.clone(),
-                        span: span.clone(),
-                    },
-                ));
+    let mut picks: Vec<Pick> = Vec::new();
+    let mut filled = vec![false; params.len()];
+    // Valid readings: distinctive forms first, then labelled ones, then any.
+    for pass in [Clarity::Distinctive, Clarity::Labelled(0), Clarity::Bare] {
+        for &(_, i) in &order {
+            if filled.get(i).copied().unwrap_or(true) {
+                continue;
             }
-            _ => unfilled.push((i, candidates)),
+            let (Some(p), Some(cands)) = (params.get(i), candidates.get(i)) else {
+                continue;
+            };
+            let hit = cands.iter().find_map(|c| {
+                if c.value.is_err() || overlaps(&taken, &c.span) {
+                    return None;
+                }
+                if pass == Clarity::Distinctive && !distinctive(p.kind, text, c) {
+                    return None;
+                }
+                if c.label_only && !matches!(pass, Clarity::Labelled(_)) {
+                    return None;
+                }
+                let label = label_of(i, c);
+                let clarity = match pass {
+                    Clarity::Labelled(_) => Clarity::Labelled(label?),
+                    other => other,
+                };
+                Some(Pick {
+                    param: i,
+                    span: c.span.clone(),
+                    value: c.value.clone(),
+                    clarity,
+                    label_start: label,
+                })
+            });
+            if let Some(pick) = hit {
+                taken.push(pick.span.clone());
+                picks.push(pick);
+                if let Some(f) = filled.get_mut(i) {
+                    *f = true;
+                }
+            }
         }
     }
-
-    let mut rejected: Vec<(usize, Rejected)> = Vec::new();
-    for (i, candidates) in unfilled {
-        let Some(&(name, _)) = params.get(i) else {
+    // Near-misses, for parameters without a value: a labelled one first.
+    let mut misses: Vec<Pick> = Vec::new();
+    for &(_, i) in &order {
+        if filled.get(i).copied().unwrap_or(true) {
+            continue;
+        }
+        let Some(cands) = candidates.get(i) else {
             continue;
         };
-        let miss = candidates
+        let open: Vec<&Candidate> = cands
             .iter()
-            .find(|c| c.value.is_err() && !overlaps(&taken, &c.span));
-        if let Some(Candidate {
-            span,
-            value: Err(reason),
-        }) = miss
-        {
-            taken.push(span.clone());
-            rejected.push((
-                i,
-                Rejected {
-                    name: name.to_string(),
-                    invalid: Invalid {
-                        reason: *reason,
-                        raw: slice(text, span),
-                    },
-                },
-            ));
+            .filter(|c| c.value.is_err() && !overlaps(&taken, &c.span))
+            .collect();
+        let labelled = open
+            .iter()
+            .find_map(|c| label_of(i, c).map(|start| (*c, Some(start))));
+        let miss = labelled.or_else(|| open.first().map(|c| (*c, None)));
+        if let Some((c, label_start)) = miss {
+            taken.push(c.span.clone());
+            misses.push(Pick {
+                param: i,
+                span: c.span.clone(),
+                value: c.value.clone(),
+                clarity: label_start.map_or(Clarity::Bare, Clarity::Labelled),
+                label_start,
+            });
         }
     }
 
-    found.sort_by_key(|(i, _)| *i);
-    rejected.sort_by_key(|(i, _)| *i);
+    if mode == Mode::Clear {
+        // PR-1 (a): unlabelled plain readings count only when everything else is filler.
+        let removed: Vec<Range<usize>> =
+            picks.iter().chain(&misses).map(Pick::whole_span).collect();
+        if !reader.only_filler_outside(&removed) {
+            picks.retain(|p| p.clarity != Clarity::Bare);
+            misses.retain(|p| p.clarity != Clarity::Bare);
+        }
+    }
+
+    picks.sort_by_key(|p| p.param);
+    misses.sort_by_key(|p| p.param);
+    let name = |i: usize| {
+        params
+            .get(i)
+            .map_or_else(String::new, |p| p.name.to_string())
+    };
     Extraction {
-        values: found.into_iter().map(|(_, e)| e).collect(),
-        rejected: rejected.into_iter().map(|(_, r)| r).collect(),
+        values: picks
+            .into_iter()
+            .filter_map(|p| match p.value {
+                Ok(value) => Some(Extracted {
+                    name: name(p.param),
+                    value,
+                    span: p.span,
+                }),
+                Err(_) => None,
+            })
+            .collect(),
+        rejected: misses
+            .into_iter()
+            .filter_map(|p| match p.value {
+                Err(reason) => Some(Rejected {
+                    name: name(p.param),
+                    invalid: Invalid {
+                        reason,
+                        raw: slice(text, &p.span),
+                    },
+                    span: p.span,
+                }),
+                Ok(_) => None,
+            })
+            .collect(),
+    }
+}
+
+// --- PR-1: filler words and labels ------------------------------------------------------------
+//
+// Every list holds folded words (lower case, no accents); both locales' lists apply to every
+// message, as customers mix languages.
+
+/// Articles: `the number is 45`, `o número é 45`.
+pub const FILLER_ARTICLES: &[&str] = &[
+    "a", "an", "the", "o", "os", "as", "um", "uma", "uns", "umas",
+];
+
+/// Personal, demonstrative and possessive pronouns: `it's 45`, `my zip is …`, `é esse`.
+pub const FILLER_PRONOUNS: &[&str] = &[
+    "i", "me", "my", "mine", "you", "your", "yours", "it", "its", "this", "that", "these", "those",
+    "we", "us", "our", "ours", "he", "him", "his", "she", "her", "they", "them", "their", "eu",
+    "mim", "meu", "minha", "meus", "minhas", "voce", "vc", "seu", "sua", "seus", "suas", "ele",
+    "ela", "eles", "elas", "nos", "nosso", "nossa", "nossos", "nossas", "dele", "dela", "isso",
+    "isto", "este", "esta", "esse", "essa", "aquele", "aquela",
+];
+
+/// Forms of *to be* / *ser* / *estar*, and the tails English contractions split into
+/// (`it's` → `it` `s`, `I'm`, `you're`).
+pub const FILLER_TO_BE: &[&str] = &[
+    "be", "is", "are", "am", "was", "were", "been", "s", "m", "re", "ser", "e", "eh", "sou", "es",
+    "somos", "sao", "era", "eram", "foi", "estar", "esta", "ta", "estou", "estamos", "estao",
+    "estava",
+];
+
+/// Politeness: `45, please`, `é 45, obrigado`. (`por favor` is in [`FILLER_PHRASES`].)
+pub const FILLER_POLITENESS: &[&str] = &[
+    "please", "pls", "plz", "thanks", "thank", "thx", "ty", "cheers", "obrigado", "obrigada",
+    "brigado", "brigada", "valeu", "grato", "grata", "pf", "pfv", "pfvr",
+];
+
+/// Conjunctions joining several answers: `01310-100 and 45`, `01310-100 e 45`.
+pub const FILLER_CONJUNCTIONS: &[&str] = &["and", "e"];
+
+/// Discourse markers and acknowledgements: `sorry, 45`, `ok, 45`, `sim, é 45`. `ok`, `yes` and
+/// `sim` are here on purpose: while parameters are being collected they acknowledge the question
+/// (`ok, 45` answers it); they decide nothing on their own, as a message without a value fills
+/// nothing. Negations (`no`, `not`, `não`) are not filler: `não é 45` must not fill 45.
+pub const FILLER_DISCOURSE: &[&str] = &[
+    "actually", "sorry", "oops", "well", "so", "ah", "oh", "uh", "um", "hmm", "hm", "just", "ok",
+    "okay", "yes", "yeah", "yep", "sure", "right", "here", "desculpa", "desculpe", "ops", "opa",
+    "bom", "entao", "certo", "claro", "sim", "pronto", "aqui", "olha",
+];
+
+/// Filler phrases whose words are not filler alone (`por` is a preposition).
+pub const FILLER_PHRASES: &[&[&str]] = &[&["por", "favor"], &["na", "verdade"]];
+
+/// The longest filler phrase.
+const MAX_PHRASE_WORDS: usize = 2;
+
+const FILLER_LISTS: [&[&str]; 6] = [
+    FILLER_ARTICLES,
+    FILLER_PRONOUNS,
+    FILLER_TO_BE,
+    FILLER_POLITENESS,
+    FILLER_CONJUNCTIONS,
+    FILLER_DISCOURSE,
+];
+
+/// Whether a folded word is filler on its own.
+fn is_filler(word: &str) -> bool {
+    FILLER_LISTS.iter().any(|list| list.contains(&word))
+}
+
+/// The length of a filler phrase starting at `words[0]`, if one does.
+fn phrase_at<S: AsRef<str>>(words: &[S]) -> Option<usize> {
+    FILLER_PHRASES
+        .iter()
+        .find(|p| p.len() <= words.len() && p.iter().zip(words).all(|(a, b)| *a == b.as_ref()))
+        .map(|p| p.len())
+}
+
+/// The length of a filler phrase ending at the last of `words`, if one does.
+fn phrase_ending<S: AsRef<str>>(words: &[S]) -> Option<usize> {
+    FILLER_PHRASES
+        .iter()
+        .find(|p| {
+            p.len() <= words.len()
+                && p.iter()
+                    .rev()
+                    .zip(words.iter().rev())
+                    .all(|(a, b)| *a == b.as_ref())
+        })
+        .map(|p| p.len())
+}
+
+/// Whether `words` are all filler words or filler phrases.
+fn all_filler<S: AsRef<str>>(words: &[S]) -> bool {
+    let mut rest = words;
+    while let Some((first, tail)) = rest.split_first() {
+        if let Some(n) = phrase_at(rest) {
+            rest = rest.get(n..).unwrap_or(&[]);
+        } else if is_filler(first.as_ref()) {
+            rest = tail;
+        } else {
+            return false;
+        }
+    }
+    true
+}
+
+/// The words just before a value that may be its label: indices `start..=end` into the
+/// message's words, a run of non-filler words joined by spaces or `-`/`_` only (at most as many
+/// as asked: one more than the longest label is enough to see what precedes a label), with only
+/// filler words (and punctuation) between its end and the value.
+struct LabelRun {
+    start: usize,
+    end: usize,
+}
+
+impl Reader<'_> {
+    fn label_run(&self, value_start: usize, max_words: usize) -> Option<LabelRun> {
+        let mut p = self.words.partition_point(|(r, _)| r.end <= value_start);
+        loop {
+            let tail: Vec<&str> = self
+                .words
+                .get(p.saturating_sub(MAX_PHRASE_WORDS)..p)
+                .unwrap_or(&[])
+                .iter()
+                .map(|(_, w)| w.as_str())
+                .collect();
+            if tail.last().is_some_and(|w| is_filler(w)) {
+                p -= 1;
+            } else if let Some(n) = phrase_ending(&tail) {
+                p -= n;
+            } else {
+                break;
+            }
+        }
+        let end = p.checked_sub(1)?;
+        let mut start = end;
+        while start > 0 && end - start + 1 < max_words {
+            let (Some((prev, prev_word)), Some((cur, _))) =
+                (self.words.get(start - 1), self.words.get(start))
+            else {
+                break;
+            };
+            let gap = self.text.get(prev.end..cur.start).unwrap_or("");
+            let joined = gap
+                .chars()
+                .all(|c| is_inline_space(c) || matches!(c, '-' | '_'));
+            if !joined || is_filler(prev_word) {
+                break;
+            }
+            start -= 1;
+        }
+        Some(LabelRun { start, end })
+    }
+
+    /// Whether every word outside `removed` is filler (PR-1 (a)).
+    fn only_filler_outside(&self, removed: &[Range<usize>]) -> bool {
+        let rest: Vec<&str> = self
+            .words
+            .iter()
+            .filter(|(r, _)| !overlaps(removed, r))
+            .map(|(_, w)| w.as_str())
+            .collect();
+        all_filler(&rest)
+    }
+}
+
+/// The parameters' labels as folded phrases.
+struct Labels {
+    /// Per parameter: its labels, each a list of folded words; the name (`_` as space) first.
+    phrases: Vec<Vec<Vec<String>>>,
+    /// The number of words of the longest label.
+    longest: usize,
+}
+
+impl Labels {
+    fn new(params: &[LabelledParameter<'_>]) -> Labels {
+        let phrases = params
+            .iter()
+            .map(|p| {
+                std::iter::once(p.name.replace('_', " "))
+                    .chain(p.labels.iter().cloned())
+                    .map(|l| phrase(&l))
+                    .filter(|l| !l.is_empty())
+                    .collect()
+            })
+            .collect::<Vec<Vec<Vec<String>>>>();
+        let longest = phrases.iter().flatten().map(Vec::len).max().unwrap_or(0);
+        Labels { phrases, longest }
+    }
+
+    fn names_word(&self, param: usize, word: &str) -> bool {
+        self.phrases
+            .get(param)
+            .is_some_and(|ls| ls.iter().any(|l| l.iter().any(|w| w == word)))
+    }
+
+    /// Whether `run` names parameter `param`: the longest tail of the run that appears, word for
+    /// word, inside one of its labels (`number` in `house number`, `número da casa`), unless the
+    /// word before that tail belongs to another parameter's labels only (`order number` does not
+    /// name the house number). Returns where the label starts and how many words matched.
+    fn hit(
+        &self,
+        param: usize,
+        run: &LabelRun,
+        words: &[(Range<usize>, String)],
+    ) -> Option<(usize, usize)> {
+        let own = self.phrases.get(param)?;
+        let run_words: Vec<&str> = words
+            .get(run.start..=run.end)?
+            .iter()
+            .map(|(_, w)| w.as_str())
+            .collect();
+        let len = (1..=run_words.len()).rev().find(|&n| {
+            let tail = run_words.get(run_words.len() - n..).unwrap_or(&[]);
+            own.iter().any(|label| {
+                label
+                    .windows(n)
+                    .any(|w| w.iter().zip(tail).all(|(a, b)| a == b))
+            })
+        })?;
+        if let Some(before) = run_words
+            .len()
+            .checked_sub(len + 1)
+            .and_then(|k| run_words.get(k))
+        {
+            let elsewhere = (0..self.phrases.len())
+                .any(|other| other != param && self.names_word(other, before));
+            if elsewhere && !self.names_word(param, before) {
+                return None;
+            }
+        }
+        let (start, _) = words.get(run.end + 1 - len)?;
+        Some((start.start, len))
     }
 }
 
@@ -1274,1078 +1854,6 @@ pub fn extract_clear(params: &[LabelledParameter<'_>], text: &str, locale: Local
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-    use serde_json::json;
-
-    fn id(pattern: &str) -> ParameterKind {
-        ParameterKind::Id {
-            pattern: IdPattern::new(pattern).expect("valid pattern"),
-        }
-    }
-
-    fn integer() -> ParameterKind {
-        ParameterKind::Integer {
-            min: None,
-            max: None,
-        }
-    }
-
-    fn payment() -> ParameterKind {
-        ParameterKind::Enum {
-            values: vec![
-                EnumValue {
-                    value: "pix".to_string(),
-                    synonyms: vec![],
-                },
-                EnumValue {
-                    value: "credit_card".to_string(),
-                    synonyms: vec![
-                        "cartão de crédito".to_string(),
-                        "credit card".to_string(),
-                        "cartão".to_string(),
-                    ],
-                },
-                EnumValue {
-                    value: "boleto".to_string(),
-                    synonyms: vec!["bank slip".to_string()],
-                },
-            ],
-        }
-    }
-
-    fn one(kind: &ParameterKind, text: &str, locale: Locale) -> Option<Value> {
-        extract(&[("p", kind)], text, locale).value("p").cloned()
-    }
-
-    fn reason(kind: &ParameterKind, raw: Value, locale: Locale) -> InvalidReason {
-        match kind.validate(&raw, locale) {
-            Ok(v) => panic!("{raw} was accepted as {v}"),
-            Err(invalid) => invalid.reason,
-        }
-    }
-
-    // --- IdPattern -------------------------------------------------------------------------
-
-    #[test]
-    fn id_pattern_compiles_and_keeps_its_source() {
-        let p = IdPattern::new("PED-[0-9]{4,}").expect("valid");
-        assert_eq!(p.as_str(), "PED-[0-9]{4,}");
-        assert_eq!(p.to_string(), "PED-[0-9]{4,}");
-        assert_eq!(p.prefix, "ped-");
-        assert!(p.is_match("PED-1001"));
-        assert!(!p.is_match("PED-100"));
-        assert!(!p.is_match("xPED-1001"));
-    }
-
-    #[test]
-    fn id_pattern_rejects_bad_patterns() {
-        assert!(IdPattern::new("").is_err());
-        assert!(IdPattern::new("   ").is_err());
-        assert!(IdPattern::new("PED-[0-9").is_err());
-        assert!(IdPattern::new("a)(b").is_err());
-        assert!(
-            IdPattern::new("[0-9]*").is_err(),
-            "matches the empty string"
-        );
-    }
-
-    #[test]
-    fn id_pattern_anchors_are_ignored_when_searching() {
-        // MG-4: the anchored form validates; the search form finds the id inside a sentence.
-        let kind = id("^PED-[0-9]{4,}$");
-        assert_eq!(
-            one(&kind, "the order is PED-1001", Locale::En),
-            Some(json!("PED-1001"))
-        );
-        assert_eq!(
-            kind.validate(&json!("PED-1001"), Locale::En),
-            Ok(json!("PED-1001"))
-        );
-    }
-
-    #[test]
-    fn literal_prefixes() {
-        assert_eq!(literal_prefix("PED-[0-9]{4,}"), "ped-");
-        assert_eq!(literal_prefix(r"INC\-[0-9]+"), "inc-");
-        assert_eq!(literal_prefix("ABC?[0-9]"), "ab");
-        assert_eq!(literal_prefix("[0-9]{6}"), "");
-        assert_eq!(literal_prefix("A[0-9]"), "");
-        assert_eq!(literal_prefix("PED-[0-9]+|ORD-[0-9]+"), "");
-    }
-
-    // --- kinds -----------------------------------------------------------------------------
-
-    #[test]
-    fn type_names_and_typed() {
-        // PR-1: free text never counts as a clear fill.
-        let kinds = [
-            (id("X-[0-9]+"), "id"),
-            (integer(), "integer"),
-            (ParameterKind::Number, "number"),
-            (ParameterKind::Money, "money"),
-            (ParameterKind::Date, "date"),
-            (payment(), "enum"),
-            (ParameterKind::Cep, "cep"),
-            (ParameterKind::Text { max_len: 10 }, "text"),
-        ];
-        for (kind, name) in &kinds {
-            assert_eq!(kind.type_name(), *name);
-            assert_eq!(kind.is_typed(), *name != "text");
-        }
-    }
-
-    #[test]
-    fn invalid_reason_serialises_snake_case() {
-        assert_eq!(
-            serde_json::to_value(InvalidReason::OutOfRange).expect("serialises"),
-            json!("out_of_range")
-        );
-        assert_eq!(InvalidReason::WrongType.as_str(), "wrong_type");
-        assert_eq!(InvalidReason::UnknownOption.to_string(), "unknown_option");
-    }
-
-    // --- validate (MG-4) -------------------------------------------------------------------
-
-    #[test]
-    fn validate_wrong_json_types() {
-        // MG-4: bool, object, array, null are WrongType for every kind.
-        let kinds = [
-            id("PED-[0-9]{4,}"),
-            integer(),
-            ParameterKind::Number,
-            ParameterKind::Money,
-            ParameterKind::Date,
-            payment(),
-            ParameterKind::Cep,
-            ParameterKind::Text { max_len: 100 },
-        ];
-        for kind in &kinds {
-            for raw in [json!(true), json!({"a": 1}), json!([1, 2]), Value::Null] {
-                let err = kind.validate(&raw, Locale::En).expect_err("wrong type");
-                assert_eq!(err.reason, InvalidReason::WrongType, "{raw} for {kind:?}");
-                assert_eq!(err.raw, raw.to_string());
-            }
-        }
-        // Numbers are not accepted where the canonical value is a formatted string.
-        for kind in [
-            ParameterKind::Date,
-            payment(),
-            ParameterKind::Cep,
-            ParameterKind::Text { max_len: 100 },
-        ] {
-            assert_eq!(
-                reason(&kind, json!(1310100), Locale::En),
-                InvalidReason::WrongType
-            );
-        }
-        assert_eq!(
-            reason(&id("[0-9]+"), json!(1.5), Locale::En),
-            InvalidReason::WrongType
-        );
-    }
-
-    #[test]
-    fn validate_empty_strings() {
-        // MG-4
-        for kind in [
-            id("PED-[0-9]{4,}"),
-            integer(),
-            ParameterKind::Number,
-            ParameterKind::Money,
-            ParameterKind::Date,
-            payment(),
-            ParameterKind::Cep,
-            ParameterKind::Text { max_len: 100 },
-        ] {
-            let err = kind.validate(&json!("  "), Locale::En).expect_err("empty");
-            assert_eq!(err.reason, InvalidReason::Empty);
-            assert_eq!(err.raw, "  ");
-        }
-    }
-
-    #[test]
-    fn validate_id() {
-        // MG-4: ids trimmed, case as typed, anchored pattern.
-        let kind = id("PED-[0-9]{4,}");
-        assert_eq!(
-            kind.validate(&json!("  PED-1001 "), Locale::En),
-            Ok(json!("PED-1001"))
-        );
-        assert_eq!(
-            reason(&kind, json!("PED-12"), Locale::En),
-            InvalidReason::Format
-        );
-        assert_eq!(
-            reason(&kind, json!("ped-1001"), Locale::En),
-            InvalidReason::Format
-        );
-        assert_eq!(
-            reason(&kind, json!("the order is PED-1001"), Locale::En),
-            InvalidReason::Format
-        );
-        let numeric = id("[0-9]{6}");
-        assert_eq!(
-            numeric.validate(&json!(123456), Locale::En),
-            Ok(json!("123456"))
-        );
-        assert_eq!(
-            reason(&numeric, json!(12345), Locale::En),
-            InvalidReason::Format
-        );
-    }
-
-    #[test]
-    fn validate_integer() {
-        // MG-4: integers canonical as JSON numbers.
-        let kind = ParameterKind::Integer {
-            min: Some(1),
-            max: Some(100),
-        };
-        assert_eq!(kind.validate(&json!("45"), Locale::En), Ok(json!(45)));
-        assert_eq!(kind.validate(&json!(" 045 "), Locale::En), Ok(json!(45)));
-        assert_eq!(kind.validate(&json!(45), Locale::En), Ok(json!(45)));
-        assert_eq!(kind.validate(&json!(45.0), Locale::En), Ok(json!(45)));
-        assert_eq!(kind.validate(&json!("+7"), Locale::En), Ok(json!(7)));
-        assert_eq!(
-            reason(&kind, json!(45.5), Locale::En),
-            InvalidReason::Format
-        );
-        assert_eq!(
-            reason(&kind, json!("4.5"), Locale::En),
-            InvalidReason::Format
-        );
-        assert_eq!(
-            reason(&kind, json!("abc"), Locale::En),
-            InvalidReason::Format
-        );
-        assert_eq!(
-            reason(&kind, json!(0), Locale::En),
-            InvalidReason::OutOfRange
-        );
-        assert_eq!(
-            reason(&kind, json!("101"), Locale::En),
-            InvalidReason::OutOfRange
-        );
-        let open = integer();
-        assert_eq!(open.validate(&json!("-3"), Locale::En), Ok(json!(-3)));
-        assert_eq!(
-            reason(&open, json!(u64::MAX), Locale::En),
-            InvalidReason::OutOfRange
-        );
-        assert_eq!(
-            reason(&open, json!("99999999999999999999"), Locale::En),
-            InvalidReason::OutOfRange
-        );
-        assert_eq!(
-            reason(&open, json!(1e300), Locale::En),
-            InvalidReason::OutOfRange
-        );
-    }
-
-    #[test]
-    fn validate_number() {
-        // MG-4: pt-BR uses `,` as the decimal separator; canonical JSON numbers.
-        let kind = ParameterKind::Number;
-        assert_eq!(kind.validate(&json!("3,5"), Locale::PtBr), Ok(json!(3.5)));
-        assert_eq!(kind.validate(&json!("3.5"), Locale::En), Ok(json!(3.5)));
-        assert_eq!(kind.validate(&json!("3.5"), Locale::PtBr), Ok(json!(3.5)));
-        assert_eq!(
-            kind.validate(&json!("1.234,5"), Locale::PtBr),
-            Ok(json!(1234.5))
-        );
-        assert_eq!(
-            kind.validate(&json!("1,234.5"), Locale::En),
-            Ok(json!(1234.5))
-        );
-        assert_eq!(
-            kind.validate(&json!("1.500"), Locale::PtBr),
-            Ok(json!(1500))
-        );
-        assert_eq!(kind.validate(&json!("1.500"), Locale::En), Ok(json!(1.5)));
-        assert_eq!(
-            kind.validate(&json!("-2,25"), Locale::PtBr),
-            Ok(json!(-2.25))
-        );
-        assert_eq!(kind.validate(&json!("7"), Locale::En), Ok(json!(7)));
-        assert_eq!(kind.validate(&json!(2.5), Locale::En), Ok(json!(2.5)));
-        assert_eq!(kind.validate(&json!(3.0), Locale::En), Ok(json!(3)));
-        assert_eq!(kind.validate(&json!(-4), Locale::En), Ok(json!(-4)));
-        assert_eq!(
-            reason(&kind, json!("3,5,1"), Locale::En),
-            InvalidReason::Format
-        );
-        assert_eq!(
-            reason(&kind, json!("1e3"), Locale::En),
-            InvalidReason::Format
-        );
-        assert_eq!(
-            reason(&kind, json!("abc"), Locale::En),
-            InvalidReason::Format
-        );
-    }
-
-    #[test]
-    fn validate_money_forms() {
-        // MG-4: money canonical `1234.56`.
-        let kind = ParameterKind::Money;
-        let cases = [
-            ("R$ 71,99", "71.99"),
-            ("R$ 1.234,56", "1234.56"),
-            ("R$ 71.99", "71.99"),
-            ("71.99", "71.99"),
-            ("$71.99", "71.99"),
-            ("71,99", "71.99"),
-            ("1,234.56", "1234.56"),
-            ("R$71", "71.00"),
-            ("R$ 1.234", "1234.00"),
-            ("US$ 10", "10.00"),
-            ("50", "50.00"),
-            ("7,5", "7.50"),
-            ("0,99", "0.99"),
-            ("71,99 reais", "71.99"),
-            ("10 dollars", "10.00"),
-            ("1.234.567,89", "1234567.89"),
-        ];
-        for locale in Locale::ALL {
-            for (raw, canonical) in cases {
-                assert_eq!(
-                    kind.validate(&json!(raw), locale),
-                    Ok(json!(canonical)),
-                    "{raw} in {locale}"
-                );
-            }
-        }
-        assert_eq!(kind.validate(&json!(71.99), Locale::En), Ok(json!("71.99")));
-        assert_eq!(kind.validate(&json!(71), Locale::En), Ok(json!("71.00")));
-        assert_eq!(kind.validate(&json!(0.5), Locale::En), Ok(json!("0.50")));
-        assert_eq!(kind.validate(&json!(-0.0), Locale::En), Ok(json!("0.00")));
-        assert_eq!(
-            reason(&kind, json!(71.999), Locale::En),
-            InvalidReason::Format
-        );
-        assert_eq!(
-            reason(&kind, json!(-5), Locale::En),
-            InvalidReason::OutOfRange
-        );
-        assert_eq!(
-            reason(&kind, json!(-5.5), Locale::En),
-            InvalidReason::OutOfRange
-        );
-        assert_eq!(
-            reason(&kind, json!("-5,00"), Locale::En),
-            InvalidReason::OutOfRange
-        );
-        assert_eq!(
-            reason(&kind, json!(1e20), Locale::En),
-            InvalidReason::OutOfRange
-        );
-        assert_eq!(
-            reason(&kind, json!("1.23.4"), Locale::En),
-            InvalidReason::Format
-        );
-        assert_eq!(
-            reason(&kind, json!("71,999,9"), Locale::En),
-            InvalidReason::Format
-        );
-        assert_eq!(
-            reason(&kind, json!("R$ abc"), Locale::En),
-            InvalidReason::Format
-        );
-        assert_eq!(
-            reason(&kind, json!("71.99 euros"), Locale::En),
-            InvalidReason::Format
-        );
-    }
-
-    #[test]
-    fn validate_date() {
-        // MG-4: ISO; dd/mm/yyyy for pt-BR, mm/dd/yyyy for en; impossible dates rejected.
-        let kind = ParameterKind::Date;
-        for locale in Locale::ALL {
-            assert_eq!(
-                kind.validate(&json!("2026-12-01"), locale),
-                Ok(json!("2026-12-01"))
-            );
-        }
-        assert_eq!(
-            kind.validate(&json!("01/12/2026"), Locale::PtBr),
-            Ok(json!("2026-12-01"))
-        );
-        assert_eq!(
-            kind.validate(&json!("01/12/2026"), Locale::En),
-            Ok(json!("2026-01-12"))
-        );
-        assert_eq!(
-            kind.validate(&json!("2/9/2026"), Locale::PtBr),
-            Ok(json!("2026-09-02"))
-        );
-        assert_eq!(
-            kind.validate(&json!("29/02/2028"), Locale::PtBr),
-            Ok(json!("2028-02-29"))
-        );
-        assert_eq!(
-            reason(&kind, json!("29/02/2026"), Locale::PtBr),
-            InvalidReason::OutOfRange
-        );
-        assert_eq!(
-            reason(&kind, json!("29/02/2100"), Locale::PtBr),
-            InvalidReason::OutOfRange
-        );
-        assert_eq!(
-            reason(&kind, json!("31/02/2026"), Locale::PtBr),
-            InvalidReason::OutOfRange
-        );
-        assert_eq!(
-            reason(&kind, json!("12/31/2026"), Locale::PtBr),
-            InvalidReason::OutOfRange
-        );
-        assert_eq!(
-            reason(&kind, json!("2026-13-01"), Locale::En),
-            InvalidReason::OutOfRange
-        );
-        assert_eq!(
-            reason(&kind, json!("01/12"), Locale::PtBr),
-            InvalidReason::Format
-        );
-        assert_eq!(
-            reason(&kind, json!("tomorrow"), Locale::En),
-            InvalidReason::Format
-        );
-        assert_eq!(
-            reason(&kind, json!("2026-1a-01"), Locale::En),
-            InvalidReason::Format
-        );
-    }
-
-    #[test]
-    fn validate_enum() {
-        // MG-4: synonyms, case- and accent-insensitive; canonical value stored.
-        let kind = payment();
-        for raw in ["pix", "PIX", " Pix "] {
-            assert_eq!(kind.validate(&json!(raw), Locale::En), Ok(json!("pix")));
-        }
-        for raw in [
-            "Cartão de Crédito",
-            "cartao de credito",
-            "credit_card",
-            "CARTÃO",
-        ] {
-            assert_eq!(
-                kind.validate(&json!(raw), Locale::PtBr),
-                Ok(json!("credit_card"))
-            );
-        }
-        assert_eq!(
-            reason(&kind, json!("dinheiro"), Locale::PtBr),
-            InvalidReason::UnknownOption
-        );
-        assert_eq!(
-            reason(&kind, json!("pix please"), Locale::En),
-            InvalidReason::UnknownOption
-        );
-        assert_eq!(
-            reason(&kind, json!("!!"), Locale::En),
-            InvalidReason::UnknownOption
-        );
-    }
-
-    #[test]
-    fn validate_cep() {
-        // MG-4: CEP canonical `NNNNN-NNN`.
-        let kind = ParameterKind::Cep;
-        for raw in ["01310-100", "01310100", " 01310-100 ", "01.310-100"] {
-            assert_eq!(
-                kind.validate(&json!(raw), Locale::PtBr),
-                Ok(json!("01310-100"))
-            );
-        }
-        for raw in [
-            "01310-10",
-            "013101000",
-            "0131-0100",
-            "01310_100",
-            "abcde-fgh",
-            "０1310100",
-        ] {
-            assert_eq!(
-                reason(&kind, json!(raw), Locale::PtBr),
-                InvalidReason::Format
-            );
-        }
-    }
-
-    #[test]
-    fn validate_text() {
-        // MG-4: free text trimmed; max_len counts characters.
-        let kind = ParameterKind::Text { max_len: 5 };
-        assert_eq!(
-            kind.validate(&json!("  ação "), Locale::PtBr),
-            Ok(json!("ação"))
-        );
-        assert_eq!(
-            kind.validate(&json!("😀😀😀😀😀"), Locale::En),
-            Ok(json!("😀😀😀😀😀"))
-        );
-        assert_eq!(
-            reason(&kind, json!("abcdef"), Locale::En),
-            InvalidReason::TooLong
-        );
-    }
-
-    // --- extract: PR-1 single fills ----------------------------------------------------------
-
-    #[test]
-    fn extract_id_in_sentences() {
-        // PR-1: a typed parser fills a pending id without a model.
-        let kind = id("PED-[0-9]{4,}");
-        for (text, locale) in [
-            ("PED-1001", Locale::En),
-            ("the order is PED-1001", Locale::En),
-            ("o pedido é PED-1001", Locale::PtBr),
-            ("  PED-1001.  ", Locale::En),
-            ("(PED-1001)", Locale::En),
-            ("pedido: PED-1001, obrigado", Locale::PtBr),
-            ("é o PED-1001🙂", Locale::PtBr),
-        ] {
-            assert_eq!(one(&kind, text, locale), Some(json!("PED-1001")), "{text}");
-        }
-        let got = extract(&[("order", &kind)], "o pedido é PED-1001", Locale::PtBr);
-        assert_eq!(
-            got.values,
-            vec![Extracted {
-                name: "order".to_string(),
-                value: json!("PED-1001"),
-                span: 12..20,
-            }]
-        );
-        assert!(got.rejected.is_empty());
-    }
-
-    #[test]
-    fn extract_id_needs_a_whole_token() {
-        // MG-4: id matched as a whole token.
-        let kind = id("PED-[0-9]{4,}");
-        assert_eq!(one(&kind, "XPED-1001", Locale::En), None);
-        assert_eq!(one(&kind, "PED-1001x", Locale::En), None);
-        assert_eq!(one(&kind, "PED-1001-2", Locale::En), None);
-    }
-
-    #[test]
-    fn extract_money_forms() {
-        // PR-1, MG-4: every listed money form, in a sentence, to its canonical string.
-        let kind = ParameterKind::Money;
-        let cases = [
-            ("R$ 71,99", "71.99", "R$ 71,99"),
-            ("R$ 1.234,56", "1234.56", "R$ 1.234,56"),
-            ("R$ 71.99", "71.99", "R$ 71.99"),
-            ("71.99", "71.99", "71.99"),
-            ("$71.99", "71.99", "$71.99"),
-            ("71,99", "71.99", "71,99"),
-            ("1,234.56", "1234.56", "1,234.56"),
-            ("R$71", "71.00", "R$71"),
-            ("R$ 1.234", "1234.00", "R$ 1.234"),
-            ("US$ 15", "15.00", "US$ 15"),
-            ("r$ 7,5", "7.50", "r$ 7,5"),
-            ("50 reais", "50.00", "50 reais"),
-            ("20 dólares", "20.00", "20 dólares"),
-        ];
-        for locale in Locale::ALL {
-            for (form, canonical, span_text) in cases {
-                let text = format!("the amount is {form}.");
-                let got = extract(&[("amount", &kind)], &text, locale);
-                assert_eq!(got.value("amount"), Some(&json!(canonical)), "{text}");
-                let span = got.values.first().map(|e| e.span.clone()).unwrap_or(0..0);
-                assert_eq!(text.get(span), Some(span_text), "{text}");
-            }
-        }
-        assert_eq!(
-            one(&kind, "o valor é R$ 1.234,56", Locale::PtBr),
-            Some(json!("1234.56"))
-        );
-        assert_eq!(
-            one(&kind, "I paid 71.9", Locale::En),
-            None,
-            "one decimal needs a marker"
-        );
-        assert_eq!(
-            one(&kind, "refund -71.99", Locale::En),
-            None,
-            "never negative"
-        );
-        assert_eq!(one(&kind, "refund R$ -71,99", Locale::PtBr), None);
-    }
-
-    #[test]
-    fn extract_bare_integer_money_only_without_integer_or_number_parameters() {
-        // MG-4: `50` is money only when no integer/number parameter is being read.
-        let money = ParameterKind::Money;
-        assert_eq!(one(&money, "it was 50", Locale::En), Some(json!("50.00")));
-        let qty = integer();
-        let got = extract(
-            &[("amount", &money), ("qty", &qty)],
-            "it was 50",
-            Locale::En,
-        );
-        assert_eq!(got.value("amount"), None);
-        assert_eq!(got.value("qty"), Some(&json!(50)));
-        let number = ParameterKind::Number;
-        let got = extract(&[("amount", &money), ("weight", &number)], "50", Locale::En);
-        assert_eq!(got.value("amount"), None);
-        assert_eq!(got.value("weight"), Some(&json!(50)));
-        // A marked amount is money even then, and is not read as the quantity.
-        let got = extract(
-            &[("amount", &money), ("qty", &qty)],
-            "R$ 50 for 3 units",
-            Locale::PtBr,
-        );
-        assert_eq!(got.value("amount"), Some(&json!("50.00")));
-        assert_eq!(got.value("qty"), Some(&json!(3)));
-        let got = extract(&[("qty", &qty)], "R$ 50", Locale::PtBr);
-        assert_eq!(got.value("qty"), None, "a currency amount is not a count");
-    }
-
-    #[test]
-    fn extract_cep_forms() {
-        // MG-4: CEP `NNNNN-NNN`, dash optional.
-        let kind = ParameterKind::Cep;
-        for text in [
-            "01310-100",
-            "01310100",
-            "meu cep é 01310-100",
-            "CEP:01310100.",
-            "cep 01.310-100",
-        ] {
-            assert_eq!(
-                one(&kind, text, Locale::PtBr),
-                Some(json!("01310-100")),
-                "{text}"
-            );
-        }
-        assert_eq!(one(&kind, "013101000", Locale::PtBr), None);
-        assert_eq!(one(&kind, "tel 11-01310100", Locale::PtBr), None);
-    }
-
-    #[test]
-    fn extract_dates() {
-        // MG-4: ISO; dd/mm/yyyy (pt-BR); mm/dd/yyyy (en).
-        let kind = ParameterKind::Date;
-        assert_eq!(
-            one(&kind, "on 2026-12-01 please", Locale::En),
-            Some(json!("2026-12-01"))
-        );
-        assert_eq!(
-            one(&kind, "para 01/12/2026", Locale::PtBr),
-            Some(json!("2026-12-01"))
-        );
-        assert_eq!(
-            one(&kind, "by 12/31/2026", Locale::En),
-            Some(json!("2026-12-31"))
-        );
-        assert_eq!(one(&kind, "by 12/31", Locale::En), None);
-    }
-
-    #[test]
-    fn extract_enum_whole_words() {
-        // MG-4: enum synonyms matched case- and accent-insensitively as whole words/phrases.
-        let kind = payment();
-        assert_eq!(
-            one(&kind, "quero pagar com CARTAO DE CRÉDITO", Locale::PtBr),
-            Some(json!("credit_card"))
-        );
-        assert_eq!(
-            one(&kind, "pay by credit card please", Locale::En),
-            Some(json!("credit_card"))
-        );
-        assert_eq!(
-            one(&kind, "Pix, por favor", Locale::PtBr),
-            Some(json!("pix"))
-        );
-        assert_eq!(one(&kind, "my pixel phone", Locale::En), None);
-        assert_eq!(one(&kind, "bank slips", Locale::En), None);
-        let got = extract(&[("pay", &kind)], "via cartão de crédito!", Locale::PtBr);
-        let span = got.values.first().map(|e| e.span.clone()).unwrap_or(0..0);
-        assert_eq!(
-            "via cartão de crédito!".get(span),
-            Some("cartão de crédito")
-        );
-        // Decomposed accents fold the same way.
-        assert_eq!(
-            one(&kind, "cartao de cre\u{301}dito", Locale::PtBr),
-            Some(json!("credit_card"))
-        );
-    }
-
-    #[test]
-    fn extract_integers_and_numbers() {
-        // MG-4: integers plain digits; numbers by locale.
-        let kind = integer();
-        assert_eq!(one(&kind, "the number is 45", Locale::En), Some(json!(45)));
-        assert_eq!(one(&kind, "o número é 45.", Locale::PtBr), Some(json!(45)));
-        assert_eq!(one(&kind, "change it to -3", Locale::En), Some(json!(-3)));
-        assert_eq!(one(&kind, "100km", Locale::En), None);
-        assert_eq!(one(&kind, "4,5", Locale::PtBr), None);
-        assert_eq!(one(&kind, "between 5-7", Locale::En), None);
-        assert_eq!(one(&kind, "at 10:30", Locale::En), None);
-        let number = ParameterKind::Number;
-        assert_eq!(one(&number, "peso 3,5 kg", Locale::PtBr), Some(json!(3.5)));
-        assert_eq!(one(&number, "weight 3.5 kg", Locale::En), Some(json!(3.5)));
-        assert_eq!(
-            one(&number, "1.500 unidades", Locale::PtBr),
-            Some(json!(1500))
-        );
-        assert_eq!(one(&number, "1,500 units", Locale::En), Some(json!(1500)));
-        assert_eq!(one(&number, "-2.5 degrees", Locale::En), Some(json!(-2.5)));
-    }
-
-    #[test]
-    fn extract_never_reads_free_text() {
-        // PR-1: typed extraction never produces a value for a free-text parameter.
-        let text_kind = ParameterKind::Text { max_len: 500 };
-        let got = extract(
-            &[("note", &text_kind)],
-            "please leave it at the door",
-            Locale::En,
-        );
-        assert_eq!(got, Extraction::default());
-        assert!(got.is_empty());
-    }
-
-    // --- extract: specificity and spans (MG-4) ---------------------------------------------
-
-    #[test]
-    fn cep_span_is_not_read_again_as_a_house_number() {
-        // MG-4: `01310-100` is a CEP, not the house number `100`.
-        let cep = ParameterKind::Cep;
-        let house = integer();
-        let params = [("zip_code", &cep), ("house_number", &house)];
-        let text = "my zip is 01310-100 and the number is 100";
-        let got = extract(&params, text, Locale::En);
-        assert_eq!(got.value("zip_code"), Some(&json!("01310-100")));
-        assert_eq!(got.value("house_number"), Some(&json!(100)));
-        let house_span = got
-            .values
-            .iter()
-            .find(|e| e.name == "house_number")
-            .map(|e| e.span.clone());
-        assert_eq!(house_span, Some(38..41), "the second 100 only");
-        assert!(got.rejected.is_empty());
-
-        let got = extract(&params, "01310-100", Locale::En);
-        assert_eq!(got.value("zip_code"), Some(&json!("01310-100")));
-        assert_eq!(got.value("house_number"), None);
-        assert_eq!(got.values.len(), 1);
-    }
-
-    #[test]
-    fn money_does_not_read_a_cep_or_id_digits() {
-        // MG-4: money must not read a CEP or an id's digits.
-        let cep = ParameterKind::Cep;
-        let money = ParameterKind::Money;
-        let order = id("PED-[0-9]{4,}");
-        let got = extract(
-            &[("amount", &money), ("zip", &cep)],
-            "01310-100",
-            Locale::PtBr,
-        );
-        assert_eq!(got.value("zip"), Some(&json!("01310-100")));
-        assert_eq!(got.value("amount"), None);
-        assert_eq!(one(&money, "01310-100", Locale::PtBr), None);
-        assert_eq!(one(&money, "PED-1001", Locale::En), None);
-        let got = extract(
-            &[("amount", &money), ("order", &order)],
-            "PED-1001 R$ 10",
-            Locale::PtBr,
-        );
-        assert_eq!(got.value("order"), Some(&json!("PED-1001")));
-        assert_eq!(got.value("amount"), Some(&json!("10.00")));
-    }
-
-    #[test]
-    fn id_digits_are_not_an_integer() {
-        // MG-4: digits inside an id token are not read as an integer.
-        let order = id("PED-[0-9]{4,}");
-        let qty = integer();
-        let got = extract(&[("order", &order), ("qty", &qty)], "PED-1001", Locale::En);
-        assert_eq!(got.value("order"), Some(&json!("PED-1001")));
-        assert_eq!(got.value("qty"), None);
-        assert_eq!(one(&qty, "PED-1001", Locale::En), None);
-        assert_eq!(one(&qty, "ped-1001", Locale::En), None);
-    }
-
-    #[test]
-    fn date_digits_are_not_integers() {
-        // MG-4: a span taken by one parameter is not read again.
-        let date = ParameterKind::Date;
-        let qty = integer();
-        let got = extract(
-            &[("qty", &qty), ("when", &date)],
-            "2026-12-01, 3 boxes",
-            Locale::En,
-        );
-        assert_eq!(got.value("when"), Some(&json!("2026-12-01")));
-        assert_eq!(got.value("qty"), Some(&json!(3)));
-        assert_eq!(one(&qty, "01/12/2026", Locale::PtBr), None);
-    }
-
-    // --- extract: several values (MG-5) ----------------------------------------------------
-
-    #[test]
-    fn one_message_fills_several_parameters() {
-        // MG-5: one message may fill several parameters, including ones not asked yet.
-        let order = id("PED-[0-9]{4,}");
-        let amount = ParameterKind::Money;
-        let zip = ParameterKind::Cep;
-        let when = ParameterKind::Date;
-        let pay = payment();
-        let qty = integer();
-        let note = ParameterKind::Text { max_len: 100 };
-        let params = [
-            ("order", &order),
-            ("amount", &amount),
-            ("zip", &zip),
-            ("when", &when),
-            ("pay", &pay),
-            ("qty", &qty),
-            ("note", &note),
-        ];
-        let text = "o pedido é PED-1001, valor R$ 1.234,56, cep 01310100, entrega em 01/12/2026, \
-                    pagamento no cartão, 2 caixas";
-        let got = extract(&params, text, Locale::PtBr);
-        let names: Vec<&str> = got.values.iter().map(|e| e.name.as_str()).collect();
-        assert_eq!(names, ["order", "amount", "zip", "when", "pay", "qty"]);
-        assert_eq!(got.value("order"), Some(&json!("PED-1001")));
-        assert_eq!(got.value("amount"), Some(&json!("1234.56")));
-        assert_eq!(got.value("zip"), Some(&json!("01310-100")));
-        assert_eq!(got.value("when"), Some(&json!("2026-12-01")));
-        assert_eq!(got.value("pay"), Some(&json!("credit_card")));
-        assert_eq!(got.value("qty"), Some(&json!(2)));
-        assert!(got.rejected.is_empty());
-        for e in &got.values {
-            assert!(text.is_char_boundary(e.span.start) && text.is_char_boundary(e.span.end));
-        }
-    }
-
-    #[test]
-    fn same_kind_parameters_take_matches_in_message_order() {
-        // MG-5: several parameters of one kind, in the order given.
-        let a = integer();
-        let b = integer();
-        let got = extract(&[("adults", &a), ("children", &b)], "45 and 10", Locale::En);
-        assert_eq!(got.value("adults"), Some(&json!(45)));
-        assert_eq!(got.value("children"), Some(&json!(10)));
-        let from = id("PED-[0-9]{4,}");
-        let to = id("PED-[0-9]{4,}");
-        let got = extract(
-            &[("from", &from), ("to", &to)],
-            "move PED-1001 into PED-2002",
-            Locale::En,
-        );
-        assert_eq!(got.value("from"), Some(&json!("PED-1001")));
-        assert_eq!(got.value("to"), Some(&json!("PED-2002")));
-        let first = ParameterKind::Date;
-        let second = ParameterKind::Date;
-        let got = extract(
-            &[("check_in", &first), ("check_out", &second)],
-            "de 01/12/2026 a 05/12/2026",
-            Locale::PtBr,
-        );
-        assert_eq!(got.value("check_in"), Some(&json!("2026-12-01")));
-        assert_eq!(got.value("check_out"), Some(&json!("2026-12-05")));
-    }
-
-    // --- extract: near-miss rejections (MG-4) ----------------------------------------------
-
-    #[test]
-    fn near_miss_id() {
-        // MG-4: a token sharing the pattern's literal prefix but invalid is rejected.
-        let kind = id("PED-[0-9]{4,}");
-        let got = extract(&[("order", &kind)], "my order is PED-12.", Locale::En);
-        assert!(got.values.is_empty());
-        assert_eq!(
-            got.rejected,
-            vec![Rejected {
-                name: "order".to_string(),
-                invalid: Invalid {
-                    reason: InvalidReason::Format,
-                    raw: "PED-12".to_string(),
-                },
-            }]
-        );
-        assert_eq!(
-            extract(&[("order", &kind)], "é o ped-1001", Locale::PtBr)
-                .rejection("order")
-                .map(|i| i.raw.as_str()),
-            Some("ped-1001")
-        );
-        // Words sharing the prefix without digits are not attempts.
-        let inc = id("INC[0-9]{6}");
-        assert!(extract(&[("ticket", &inc)], "include it", Locale::En).is_empty());
-        // No rejection when a valid value was given in the same message.
-        let got = extract(&[("order", &kind)], "PED-12, sorry, PED-1001", Locale::En);
-        assert_eq!(got.value("order"), Some(&json!("PED-1001")));
-        assert!(got.rejected.is_empty());
-    }
-
-    #[test]
-    fn near_miss_cep() {
-        // MG-4: 7- or 9-digit CEP-looking tokens are rejected when a CEP is asked.
-        let kind = ParameterKind::Cep;
-        for (text, raw) in [
-            ("cep 01310-10", "01310-10"),
-            ("cep 01310-1000", "01310-1000"),
-            ("cep 1310100", "1310100"),
-            ("cep 013101000", "013101000"),
-        ] {
-            let got = extract(&[("zip", &kind)], text, Locale::PtBr);
-            assert!(got.values.is_empty(), "{text}");
-            assert_eq!(
-                got.rejection("zip"),
-                Some(&Invalid {
-                    reason: InvalidReason::Format,
-                    raw: raw.to_string(),
-                }),
-                "{text}"
-            );
-        }
-        assert!(extract(&[("zip", &kind)], "cep 12345", Locale::PtBr).is_empty());
-    }
-
-    #[test]
-    fn near_miss_date_and_range() {
-        // MG-4: impossible dates and out-of-range integers are rejected, not stored.
-        let date = ParameterKind::Date;
-        let got = extract(&[("when", &date)], "dia 31/02/2026", Locale::PtBr);
-        assert!(got.values.is_empty());
-        assert_eq!(
-            got.rejection("when"),
-            Some(&Invalid {
-                reason: InvalidReason::OutOfRange,
-                raw: "31/02/2026".to_string(),
-            })
-        );
-        let guests = ParameterKind::Integer {
-            min: Some(1),
-            max: Some(10),
-        };
-        let got = extract(&[("guests", &guests)], "we are 45", Locale::En);
-        assert!(got.values.is_empty());
-        assert_eq!(
-            got.rejection("guests").map(|i| i.reason),
-            Some(InvalidReason::OutOfRange)
-        );
-        let got = extract(&[("guests", &guests)], "45, no, 4", Locale::En);
-        assert_eq!(got.value("guests"), Some(&json!(4)));
-        assert!(got.rejected.is_empty());
-        let got = extract(&[("n", &integer())], "99999999999999999999", Locale::En);
-        assert_eq!(
-            got.rejection("n").map(|i| i.reason),
-            Some(InvalidReason::OutOfRange)
-        );
-        let money = ParameterKind::Money;
-        let got = extract(&[("amount", &money)], "R$ 1.23.4", Locale::PtBr);
-        assert_eq!(
-            got.rejection("amount").map(|i| i.reason),
-            Some(InvalidReason::Format)
-        );
-    }
-
-    #[test]
-    fn spans_survive_multibyte_text() {
-        // MG-4: spans are byte ranges on char boundaries.
-        let money = ParameterKind::Money;
-        let text = "ação 😀 R$ 71,99 😀 ção";
-        let got = extract(&[("amount", &money)], text, Locale::PtBr);
-        let span = got.values.first().map(|e| e.span.clone()).unwrap_or(0..0);
-        assert_eq!(text.get(span), Some("R$ 71,99"));
-    }
-
-    fn fragments() -> impl Strategy<Value = String> {
-        let pieces = prop::sample::select(vec![
-            "R$", "$", " ", "1", "0", "9", "12", "01310", "100", ".", ",", "-", "/", ":", "PED-",
-            "ped-", "é", "ã", "😀", "\u{301}", "cartão", "de", "crédito", "pix", "reais", "2026",
-            "31", "(", "_", "@", "\n", "٣", "１",
-        ]);
-        prop::collection::vec(pieces, 0..24).prop_map(|v| v.concat())
-    }
-
-    fn all_kinds() -> Vec<(&'static str, ParameterKind)> {
-        vec![
-            ("order", id("PED-[0-9]{4,}")),
-            ("order2", id("[0-9]{3}")),
-            ("zip", ParameterKind::Cep),
-            ("amount", ParameterKind::Money),
-            ("when", ParameterKind::Date),
-            ("pay", payment()),
-            ("weight", ParameterKind::Number),
-            (
-                "qty",
-                ParameterKind::Integer {
-                    min: Some(0),
-                    max: Some(50),
-                },
-            ),
-            ("note", ParameterKind::Text { max_len: 3 }),
-        ]
-    }
-
-    fn check_extraction(text: &str) {
-        let kinds = all_kinds();
-        let subsets: [&[usize]; 4] = [&[0, 1, 2, 3, 4, 5, 6, 7, 8], &[3], &[7, 2], &[3, 5, 0]];
-        for locale in Locale::ALL {
-            for subset in subsets {
-                let params: Vec<(&str, &ParameterKind)> = subset
-                    .iter()
-                    .filter_map(|i| kinds.get(*i).map(|(n, k)| (*n, k)))
-                    .collect();
-                let got = extract(&params, text, locale);
-                let mut spans: Vec<Range<usize>> = Vec::new();
-                for e in &got.values {
-                    assert!(e.span.start < e.span.end && e.span.end <= text.len());
-                    assert!(text.is_char_boundary(e.span.start));
-                    assert!(text.is_char_boundary(e.span.end));
-                    assert!(!overlaps(&spans, &e.span), "spans used once");
-                    spans.push(e.span.clone());
-                    let kind = params
-                        .iter()
-                        .find(|(n, _)| *n == e.name)
-                        .map(|(_, k)| *k)
-                        .expect("known name");
-                    assert!(kind.is_typed());
-                    // Every extracted value is itself canonical and valid.
-                    let again = kind.validate(&e.value, locale);
-                    assert_eq!(again.as_ref(), Ok(&e.value), "{:?} {:?}", e, text);
-                }
-                for r in &got.rejected {
-                    assert!(got.value(&r.name).is_none());
-                    assert!(text.contains(&r.invalid.raw));
-                }
-            }
-            for (_, kind) in &kinds {
-                let _ = kind.validate(&Value::String(text.to_string()), locale);
-            }
-        }
-    }
-
-    proptest! {
-        #[test]
-        fn extract_never_panics_on_arbitrary_text(text in any::<String>()) {
-            check_extraction(&text);
-        }
-
-        #[test]
-        fn extract_never_panics_on_numeric_soup(text in fragments()) {
-            check_extraction(&text);
-        }
-
-        #[test]
-        fn validate_never_panics_on_numbers(f in any::<f64>(), i in any::<i64>(), u in any::<u64>()) {
-            for (_, kind) in all_kinds() {
-                for raw in [json!(f), json!(i), json!(u)] {
-                    let _ = kind.validate(&raw, Locale::En);
-                }
-            }
-        }
-    }
-}
+mod clear_tests;
+#[cfg(test)]
+mod tests;
