@@ -2,11 +2,11 @@
 //! checkpoints (ST-4, ST-5), crash recovery after the write-ahead (LC-4), determinism (EV-4).
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{json, Value};
 use turnstile::config::agents::load_catalog;
 use turnstile::domain::catalog::{Catalog, Settings};
 use turnstile::domain::decision::{
@@ -20,9 +20,12 @@ use turnstile::domain::engine::{single_attempt_result, Engine, Step};
 use turnstile::domain::state::{self, AgentState};
 use turnstile::domain::transaction::{Transaction, TransactionStatus};
 use turnstile::domain::turn::{ChannelAction, Identity, Turn, TurnInput};
+use turnstile::model::{ModelScript, Scripted, ScriptedModel};
 use turnstile::pipeline::{process_turn, PipelineError};
 use turnstile::ports::{CallContext, CheckpointRecord, DecisionModel, ToolGateway};
 use turnstile::store::InMemoryCheckpointStore;
+use turnstile::telemetry::{self, MODEL_FALLBACKS_TOTAL};
+use turnstile::tool::scripted::ScriptedTools;
 
 fn catalog() -> Catalog {
     load_catalog(std::path::Path::new("config/agents.example.yaml")).expect("example config")
@@ -460,4 +463,152 @@ fn transaction_ids_are_deterministic() {
         id_of(),
         "tenants never share ids"
     );
+}
+
+/// Counts every counter by `name{label=value,…}` (labels sorted), for one closure at a time
+/// (`metrics::with_local_recorder`), so a test sees exactly the label sets the code used.
+#[derive(Default)]
+struct CountingRecorder {
+    counters: Mutex<BTreeMap<String, Arc<AtomicU64>>>,
+}
+
+impl CountingRecorder {
+    /// Every series of the family `name` that counted anything.
+    fn family(&self, name: &str) -> Vec<(String, u64)> {
+        self.counters
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(k, _)| k.split('{').next() == Some(name))
+            .map(|(k, v)| (k.clone(), v.load(Ordering::SeqCst)))
+            .filter(|(_, v)| *v > 0)
+            .collect()
+    }
+}
+
+impl metrics::Recorder for CountingRecorder {
+    fn describe_counter(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn describe_gauge(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn describe_histogram(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+
+    fn register_counter(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Counter {
+        let mut labels: Vec<String> = key
+            .labels()
+            .map(|l| format!("{}={}", l.key(), l.value()))
+            .collect();
+        labels.sort();
+        let series = format!("{}{{{}}}", key.name(), labels.join(","));
+        let counter = self
+            .counters
+            .lock()
+            .unwrap()
+            .entry(series)
+            .or_default()
+            .clone();
+        metrics::Counter::from_arc(counter)
+    }
+
+    fn register_gauge(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
+        metrics::Gauge::noop()
+    }
+
+    fn register_histogram(
+        &self,
+        _: &metrics::Key,
+        _: &metrics::Metadata<'_>,
+    ) -> metrics::Histogram {
+        metrics::Histogram::noop()
+    }
+}
+
+fn scripted(answer: Value) -> Scripted {
+    match answer {
+        Value::Object(map) => Scripted::Answer(map),
+        other => panic!("a scripted answer is an object, got {other}"),
+    }
+}
+
+/// SC-2: every fallback is counted in `turnstile_model_fallbacks_total` with exactly its own
+/// `reason` (and skill): a turn through the pipeline with one model fault, its outcome recorded
+/// as the worker records it (`telemetry::record_outcome`), and no other fallback series moves.
+#[tokio::test]
+async fn sc2_each_fallback_is_counted_with_exactly_its_reason_label() {
+    let routed = json!({"agent": "retail", "intent": "retail_order_cancel", "confidence": 0.95, "arguments": {}});
+    let cases = [
+        (
+            "classifier",
+            "low_confidence",
+            Some(scripted(json!({"decision": "CONTINUE", "confidence": 0.5}))),
+            scripted(routed.clone()),
+        ),
+        // The body a real endpoint could send: a label outside the enum is invalid output.
+        (
+            "classifier",
+            "invalid_json",
+            Some(scripted(json!({"decision": "MAYBE", "confidence": 0.99}))),
+            scripted(routed.clone()),
+        ),
+        (
+            "classifier",
+            "timeout",
+            Some(Scripted::Fault(ModelFailure::Timeout)),
+            scripted(routed.clone()),
+        ),
+        (
+            "classifier",
+            "error",
+            Some(Scripted::Fault(ModelFailure::Error)),
+            scripted(routed.clone()),
+        ),
+        (
+            "router",
+            "unknown_target",
+            Some(scripted(json!({"decision": "ROUTE", "confidence": 0.97}))),
+            scripted(
+                json!({"agent": "travel", "intent": "travel_book", "confidence": 0.95, "arguments": {}}),
+            ),
+        ),
+    ];
+    let catalog = catalog();
+    let settings = Settings::default();
+    let engine = Engine::new(&catalog, &settings);
+    for (skill, reason, classifier, router) in cases {
+        let store = InMemoryCheckpointStore::new();
+        let model = ScriptedModel::new(ModelScript {
+            classifier,
+            router: Some(router),
+            interpreter: None,
+        });
+        let tools = ScriptedTools::new(BTreeMap::new());
+        let turn = text_turn("u1", "I want to cancel my order", 1_000);
+        let processed = process_turn(&engine, &store, &model, &tools, &turn)
+            .await
+            .unwrap_or_else(|e| panic!("{reason}: {e}"));
+        let recorder = CountingRecorder::default();
+        metrics::with_local_recorder(&recorder, || telemetry::record_outcome(&processed.outcome));
+        let series = format!("{MODEL_FALLBACKS_TOTAL}{{reason={reason},skill={skill}}}");
+        assert_eq!(
+            recorder.family(MODEL_FALLBACKS_TOTAL),
+            vec![(series, 1)],
+            "SC-2: a {skill} {reason} fallback is counted once, under that reason only"
+        );
+    }
 }

@@ -11,9 +11,10 @@ use turnstile::domain::decision::{
     RouterDecision, SessionControl,
 };
 use turnstile::domain::effect::{Answer, Request};
-use turnstile::domain::engine::{single_attempt_result, Engine, Step};
+use turnstile::domain::engine::{single_attempt_result, Engine, EngineError, Step};
 use turnstile::domain::locale::Locale;
 use turnstile::domain::state::AgentState;
+use turnstile::domain::transaction::{Transaction, TransactionStatus};
 use turnstile::domain::turn::{ChannelAction, Identity, Turn, TurnInput};
 
 const TEXTS: &[&str] = &[
@@ -255,6 +256,109 @@ proptest! {
                 }
                 Step::Need(r) => prop_assert!(false, "a redelivered turn asked {:?}", r),
             }
+            state = outcome.state;
+        }
+    }
+}
+
+/// A stored transaction of `tool` in any status, with a prefix of its required parameters filled.
+fn planted(tool: usize, status: usize, filled: usize, confirmed: bool) -> AgentState {
+    let catalog = catalog();
+    let assistant = catalog.assistant("retail-bot").unwrap();
+    let (agent, name) = TOOLS[tool];
+    let spec = &assistant.tools[name];
+    let values = [
+        ("order_id", json!("PED-1001")),
+        ("zip_code", json!("01310-100")),
+        ("house_number", json!(45)),
+        ("subject", json!("gym charge")),
+        ("amount", json!("71.99")),
+    ];
+    let required: Vec<String> = spec
+        .parameters
+        .iter()
+        .filter(|p| p.required)
+        .map(|p| p.name.clone())
+        .collect();
+    let arguments: BTreeMap<String, Value> = required
+        .iter()
+        .take(filled)
+        .filter_map(|n| values.iter().find(|(k, _)| k == n))
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect();
+    let mut state = AgentState {
+        active_transaction: Some(Transaction {
+            id: "planted".into(),
+            agent: agent.into(),
+            tool: name.into(),
+            status: TransactionStatus::ALL[status],
+            reason: None,
+            missing_parameters: required
+                .iter()
+                .filter(|n| !arguments.contains_key(*n))
+                .cloned()
+                .collect(),
+            arguments,
+            confirmation_required: spec.confirmation,
+            confirmation_received: confirmed,
+            pre_validation: Vec::new(),
+            evidence: Vec::new(),
+            turn_ids: Vec::new(),
+            failed_attempts: 0,
+            executing_turn_id: Some("earlier".into()),
+            opened_at_ms: 1_000_000,
+            updated_at_ms: 1_000_000,
+        }),
+        active_agent: Some(agent.into()),
+        last_turn_at_ms: Some(1_000_000),
+        ..AgentState::default()
+    };
+    state.recompute_projections();
+    state
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    // LC-3: whatever status a stored transaction has (all nine, seed-era checkpoints included) and
+    // whatever the turn and the answers are, the engine never attempts an illegal transition: the
+    // restore step normalises IDLE, terminal and EXECUTING first, and every later target is legal.
+    #[test]
+    fn no_stored_status_and_input_reach_an_illegal_transition(
+        tool in 0..TOOLS.len(),
+        status in 0..TransactionStatus::ALL.len(),
+        filled in 0usize..4,
+        confirmed in any::<bool>(),
+        plans in prop::collection::vec(plan(), 1..4),
+    ) {
+        let catalog = catalog();
+        let settings = Settings::default();
+        let engine = Engine::new(&catalog, &settings);
+        let mut state = planted(tool, status, filled, confirmed);
+        let mut at = 1_000_000i64;
+        for (i, p) in plans.iter().enumerate() {
+            at += p.gap_s * 1000;
+            let turn = Turn {
+                turn_id: format!("p{i}"),
+                identity: Identity::new("t1", "retail-bot", "prop"),
+                input: match p.input {
+                    Ok(t) => TurnInput::Text(TEXTS[t].into()),
+                    Err(a) => TurnInput::Action(a),
+                },
+                locale: if p.pt_br { Locale::PtBr } else { Locale::En },
+                at_ms: at,
+            };
+            let mut answers = Vec::new();
+            let outcome = loop {
+                match engine.step(&state, &turn, &answers) {
+                    Ok(Step::Done(o)) => break *o,
+                    Ok(Step::Need(req)) => answers.push(answer(&req, p, at)),
+                    Err(e @ EngineError::IllegalTransition { .. }) => {
+                        return Err(TestCaseError::fail(format!("reached {e}")))
+                    }
+                    Err(e) => return Err(TestCaseError::fail(format!("engine error {e}"))),
+                }
+            };
             state = outcome.state;
         }
     }

@@ -1784,3 +1784,205 @@ async fn io5_metrics_health_and_readiness_of_a_running_worker() {
     }
     eprintln!("io5 metrics: {:?}", started.elapsed());
 }
+
+/// One series of a Prometheus scrape: the value of the line `family{labels}` (labels as
+/// written by the exporter, e.g. `reason="invalid_json"`), if there is one.
+fn series_value(metrics: &str, family: &str, labels: &str) -> Option<f64> {
+    let prefix = format!("{family}{{{labels}}} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// ST-4, in Cassandra: rows planted directly in the checkpoint table, then a turn for each
+/// conversation through Kafka, all on one partition.
+/// (a) An undecodable checkpoint: the turn is dead-lettered `checkpoint_undecodable`, counted
+///     (`turnstile_dead_letters_total` and `turnstile_checkpoint_decode_failures_total`), the row
+///     is left byte for byte, and the neighbours after it on the same partition are answered.
+/// (b) A seed-era checkpoint (no schema_version, history `{role, content}`, a seed-shaped
+///     active_transaction with no id, agent or times): `PED-1001` fills the order id and the reply
+///     asks for confirmation; the stored row is now schema_version 2 with the id the migration
+///     derives and agent `retail`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn st4_planted_undecodable_and_seed_era_checkpoints() {
+    use turnstile::store::cql::{write_timestamp, StoredRow, PHASE_TURN_END};
+
+    let started = Instant::now();
+    let fx = fixture("st4", 1).await;
+    out_of_scope_by_default(&fx.model, Duration::ZERO);
+    let (bad, seed, neighbour) = (
+        fx.session("st4-bad"),
+        fx.session("st4-seed"),
+        fx.session("st4-ok"),
+    );
+    let garbage: &[u8] = b"{\"schema_version\": 2, \"history\": 7";
+    let seed_era = json!({
+        "active_transaction": {
+            "tool": "retail_order_cancel",
+            "status": "COLLECTING_PARAMETERS",
+            "arguments": {},
+            "missing_parameters": ["order_id"],
+            "confirmation_required": true,
+            "confirmation_received": false
+        },
+        "last_transaction": {},
+        "transaction_status": "COLLECTING_PARAMETERS",
+        "missing_parameters": ["order_id"],
+        "history": [
+            {"role": "user", "content": "I want to cancel my order"},
+            {"role": "assistant", "content": "Which order?"}
+        ]
+    })
+    .to_string()
+    .into_bytes();
+    let store = connect_store(&fx.keyspace).await;
+    for (session, bytes) in [(&bad, garbage), (&seed, seed_era.as_slice())] {
+        let row = StoredRow {
+            state: bytes.to_vec(),
+            in_flight: None,
+            applied: None,
+            outbox: None,
+            epoch: 0,
+        };
+        // Epoch 0, offset 0: older than any write of the worker that will own the partition.
+        let ts = write_timestamp(0, 0, PHASE_TURN_END).expect("timestamp");
+        store
+            .save_row(&Identity::new("t1", AGENT, session), &row, ts)
+            .await
+            .unwrap_or_else(|e| panic!("plant the checkpoint of {session}: {e}"));
+    }
+
+    let listen = format!("127.0.0.1:{}", free_port());
+    let mut child = fx.spawn_child(&fx.instance("st4"), &[("TURNSTILE_LISTEN", listen.clone())]);
+    let base = format!("http://{listen}");
+    wait_http(
+        &format!("{base}/readyz"),
+        200,
+        Duration::from_secs(60),
+        &child,
+    )
+    .await;
+    let (bad_turn, seed_turn, ok_turn) = (
+        format!("{bad}-1"),
+        format!("{seed}-1"),
+        format!("{neighbour}-1"),
+    );
+    // One partition: the dead-lettered turn comes first, its neighbours after it.
+    let bad_at = fx.send_text("t1", &bad, &bad_turn, "hello").await;
+    fx.send_text("t1", &neighbour, &ok_turn, "hello").await;
+    fx.send_text("t1", &seed, &seed_turn, "PED-1001").await;
+
+    let mut reader = fx.reader();
+    let (replies, dead) = (fx.topics.replies.clone(), fx.topics.dead_letters.clone());
+    wait_for(&mut reader, "the dead letter and both replies", |seen| {
+        on(seen, &dead).count() >= 1
+            && !for_turn(seen, &replies, &ok_turn).is_empty()
+            && !for_turn(seen, &replies, &seed_turn).is_empty()
+    });
+    settle(&mut reader);
+    let (status, metrics) = http_get(&format!("{base}/metrics"))
+        .await
+        .unwrap_or_else(|e| panic!("GET /metrics: {e}"));
+    assert_eq!(status, 200);
+    let exit = child.terminate(Duration::from_secs(60));
+    assert!(
+        exit.is_some_and(|s| s.success()),
+        "the worker stops cleanly: {exit:?}; log:\n{}",
+        child.log_text()
+    );
+    assert_no_duplicates(&reader);
+
+    // (a) dead letter, metric, log; the row untouched; nothing else lost.
+    let letters: Vec<&ReadMessage> = on(&reader.seen, &dead).collect();
+    assert_eq!(
+        letters.len(),
+        1,
+        "one dead letter: {}",
+        summary(&reader.seen)
+    );
+    let letter = &letters[0].payload;
+    assert_valid(&validator("dead_letter"), "dead_letter", letter);
+    assert_eq!(letter["reason"], "checkpoint_undecodable", "{letter:#}");
+    assert_eq!(
+        (
+            &letter["original"]["partition"],
+            &letter["original"]["offset"]
+        ),
+        (&json!(bad_at.0), &json!(bad_at.1)),
+        "the dead letter is the planted conversation's turn: {letter:#}"
+    );
+    assert!(for_turn(&reader.seen, &replies, &bad_turn).is_empty());
+    assert_eq!(
+        series_value(
+            &metrics,
+            "turnstile_dead_letters_total",
+            "reason=\"checkpoint_undecodable\""
+        ),
+        Some(1.0),
+        "ST-4: the dead letter is counted by reason:\n{metrics}"
+    );
+    assert_eq!(
+        series_value(
+            &metrics,
+            "turnstile_checkpoint_decode_failures_total",
+            "reason=\"invalid_json\""
+        ),
+        Some(1.0),
+        "ST-4: the undecodable checkpoint is counted by reason:\n{metrics}"
+    );
+    assert!(
+        child.log_text().contains("checkpoint_undecodable"),
+        "ST-4: the log reports it"
+    );
+    let bad_row = store
+        .load_row(&Identity::new("t1", AGENT, &bad))
+        .await
+        .expect("load the planted row")
+        .expect("the planted row is still there");
+    assert_eq!(
+        bad_row.state, garbage,
+        "ST-4: never replaced, left for inspection"
+    );
+    assert_eq!(
+        for_turn(&reader.seen, &replies, &ok_turn).len(),
+        1,
+        "the neighbour on the same partition is answered"
+    );
+
+    // (b) the seed-era checkpoint migrated and continued.
+    let reply = &for_turn(&reader.seen, &replies, &seed_turn)[0].payload;
+    assert_eq!(
+        reply["transaction_status"], "AWAITING_CONFIRMATION",
+        "{reply}"
+    );
+    let text = reply["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("PED-1001") && text.to_lowercase().contains("confirm"),
+        "the reply asks to confirm the order: {text}"
+    );
+    let row = store
+        .load_row(&Identity::new("t1", AGENT, &seed))
+        .await
+        .expect("load the migrated row")
+        .expect("the migrated row");
+    let stored: Value = serde_json::from_slice(&row.state).expect("the stored row is JSON");
+    let tx = &stored["active_transaction"];
+    assert_eq!(stored["schema_version"], 2, "{stored:#}");
+    let migrated_id = turnstile::domain::state::decode(&seed_era)
+        .expect("the seed-era bytes decode")
+        .active_transaction
+        .map(|t| t.id)
+        .unwrap_or_default();
+    assert_eq!(migrated_id.len(), 36, "a UUID");
+    assert_eq!(
+        tx["id"],
+        json!(migrated_id),
+        "EV-4: the id derived from the stored bytes"
+    );
+    assert_eq!(tx["agent"], "retail", "{stored:#}");
+    assert_eq!(tx["status"], "AWAITING_CONFIRMATION", "{stored:#}");
+    assert_eq!(tx["arguments"], json!({"order_id": "PED-1001"}));
+    assert_eq!(stored["applied_turn_ids"], json!([seed_turn]));
+    eprintln!("st4 planted checkpoints: {:?}", started.elapsed());
+}

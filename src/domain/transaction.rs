@@ -261,6 +261,35 @@ mod tests {
         assert!(!is_legal_transition(Idle, Executing));
     }
 
+    // LC-3: the whole table, all 81 pairs, written out from the contract so that any edge added
+    // or removed in `is_legal_transition` fails here. Rows are `from`, columns `to`, in the order
+    // of `TransactionStatus::ALL` (I C P A E Co Ca O F); 1 = legal.
+    #[test]
+    fn the_transition_table_is_exactly_the_contracts() {
+        #[rustfmt::skip]
+        const TABLE: [[u8; 9]; 9] = [
+            //  I  C  P  A  E Co Ca  O  F
+            [0, 1, 0, 0, 0, 0, 1, 0, 0], // IDLE: opens; ST-5 ends a stored IDLE one CANCELLED
+            [0, 0, 1, 1, 1, 0, 1, 1, 1], // COLLECTING: LC-1 skips, cancel, not offered, ST-5
+            [0, 1, 0, 1, 1, 0, 1, 1, 1], // PRE_VALIDATION: MG-6 correction back, not eligible
+            [0, 1, 1, 0, 1, 0, 1, 0, 1], // AWAITING_CONFIRMATION: MG-6 back, cancel, ST-5
+            [0, 0, 0, 0, 0, 1, 0, 0, 1], // EXECUTING: only the tool's result ends it (LC-4)
+            [0, 0, 0, 0, 0, 0, 0, 0, 0], // COMPLETED: terminal
+            [0, 0, 0, 0, 0, 0, 0, 0, 0], // CANCELLED: terminal
+            [0, 0, 0, 0, 0, 0, 0, 0, 0], // OUT_OF_SCOPE: terminal
+            [0, 0, 0, 0, 0, 0, 0, 0, 0], // FAILED: terminal
+        ];
+        for (i, from) in TransactionStatus::ALL.into_iter().enumerate() {
+            for (j, to) in TransactionStatus::ALL.into_iter().enumerate() {
+                assert_eq!(
+                    is_legal_transition(from, to),
+                    TABLE[i][j] == 1,
+                    "{from:?} -> {to:?}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn status_names_are_the_seeds() {
         let json = serde_json::to_string(&TransactionStatus::AwaitingConfirmation).unwrap();

@@ -115,7 +115,7 @@ struct RawTurn {
     #[serde(default)]
     redeliver: Option<bool>,
     #[serde(default)]
-    expect: Option<Map<String, Value>>,
+    expect: Option<RawExpect>,
 }
 
 #[derive(Deserialize)]
@@ -134,6 +134,118 @@ struct RawModel {
     router: Option<Value>,
     #[serde(default)]
     interpreter: Option<Value>,
+}
+
+/// `expect`, read like any YAML mapping except that every value under `arguments` (in
+/// `active_transaction`, `last_transaction` and each `tool_calls` entry) is kept as its scalar's
+/// source text: YAML would read `71.990` as the float 71.99 and `01310100` as an integer, and
+/// the matcher compares arguments by text with the stored canonical value (MG-4).
+struct RawExpect(Map<String, Value>);
+
+impl<'de> Deserialize<'de> for RawExpect {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = RawExpect;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a mapping of expectations")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<RawExpect, A::Error> {
+                let mut out = Map::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    let value = match key.as_str() {
+                        "active_transaction" | "last_transaction" => {
+                            map.next_value::<WithArgumentText>()?.0
+                        }
+                        "tool_calls" => match map.next_value::<Option<Vec<WithArgumentText>>>()? {
+                            Some(items) => Value::Array(items.into_iter().map(|i| i.0).collect()),
+                            None => Value::Null,
+                        },
+                        _ => map.next_value::<Value>()?,
+                    };
+                    out.insert(key, value);
+                }
+                Ok(RawExpect(out))
+            }
+        }
+        d.deserialize_map(Visit)
+    }
+}
+
+/// A transaction or tool call expectation (or `null`): a mapping whose `arguments` values are
+/// source text and whose other keys are plain YAML.
+struct WithArgumentText(Value);
+
+impl<'de> Deserialize<'de> for WithArgumentText {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = WithArgumentText;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a mapping or null")
+            }
+            fn visit_none<E: serde::de::Error>(self) -> Result<WithArgumentText, E> {
+                Ok(WithArgumentText(Value::Null))
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<WithArgumentText, E> {
+                Ok(WithArgumentText(Value::Null))
+            }
+            fn visit_some<D: serde::Deserializer<'de>>(
+                self,
+                d: D,
+            ) -> Result<WithArgumentText, D::Error> {
+                d.deserialize_map(self)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<WithArgumentText, A::Error> {
+                let mut out = Map::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    let value = if key == "arguments" {
+                        match map.next_value::<Option<BTreeMap<String, ArgumentText>>>()? {
+                            Some(args) => Value::Object(
+                                args.into_iter()
+                                    .map(|(k, v)| (k, Value::String(v.0)))
+                                    .collect(),
+                            ),
+                            None => Value::Null,
+                        }
+                    } else {
+                        map.next_value::<Value>()?
+                    };
+                    out.insert(key, value);
+                }
+                Ok(WithArgumentText(Value::Object(out)))
+            }
+        }
+        d.deserialize_option(Visit)
+    }
+}
+
+/// One expected argument value: the scalar exactly as written (`71.990`, `"45"` → `45`).
+struct ArgumentText(String);
+
+impl<'de> Deserialize<'de> for ArgumentText {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl serde::de::Visitor<'_> for Visit {
+            type Value = ArgumentText;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(
+                    "a scalar written as the stored canonical value (MG-4), e.g. 71.99 or \"01310-100\"",
+                )
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ArgumentText, E> {
+                Ok(ArgumentText(v.to_owned()))
+            }
+        }
+        // The YAML deserializer hands a scalar's text to `deserialize_str` whatever it looks like.
+        d.deserialize_str(Visit)
+    }
 }
 
 /// Reads and validates one scenario file.
@@ -306,7 +418,7 @@ fn turn_of(raw: RawTurn, index: usize, err: &ErrFn<'_>) -> Result<ScenarioTurn, 
         };
         tools.insert(name, script);
     }
-    let expect = raw.expect.unwrap_or_default();
+    let expect = raw.expect.map(|e| e.0).unwrap_or_default();
     for (key, value) in &expect {
         if !EXPECT_KEYS.contains(&key.as_str()) {
             return Err(err(
@@ -452,6 +564,7 @@ pub fn parse_duration_ms(v: &Value) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scenario::matcher;
 
     #[test]
     fn unknown_keys_name_file_turn_and_key() {
@@ -464,6 +577,75 @@ mod tests {
         let text = "name: x\nturns:\n  - user: hi\n    expect: {transaction_stat: null}\n";
         let e = parse_scenario(text, "f.yaml").unwrap_err();
         assert_eq!(e.location, "turn 1, key expect.transaction_stat");
+    }
+
+    /// Whether `written` (YAML source under `arguments`) matches the stored value `stored`, under
+    /// each of the three keys that hold arguments.
+    fn argument_matches(written: &str, stored: Value) -> [bool; 3] {
+        let text = format!(
+            "name: x\nturns:\n  - user: hi\n    expect:\n      active_transaction: {{tool: t, arguments: {{v: {written}}}}}\n      last_transaction: {{arguments: {{v: {written}}}}}\n      tool_calls: [{{tool: t, arguments: {{v: {written}}}}}]\n"
+        );
+        let s = parse_scenario(&text, "f.yaml").unwrap();
+        let expect = &s.turns[0].expect;
+        let txn = serde_json::json!({"tool": "t", "arguments": {"v": stored}});
+        [
+            matcher::check(&expect["active_transaction"], &txn).is_ok(),
+            matcher::check(&expect["last_transaction"], &txn).is_ok(),
+            matcher::check(&expect["tool_calls"], &serde_json::json!([txn])).is_ok(),
+        ]
+    }
+
+    // MG-4: expected arguments compare by their YAML source text with the stored canonical text.
+    #[test]
+    fn arguments_compare_by_source_text() {
+        use serde_json::json;
+        assert_eq!(argument_matches("71.99", json!("71.99")), [true; 3]);
+        assert_eq!(argument_matches("\"71.99\"", json!("71.99")), [true; 3]);
+        assert_eq!(argument_matches("71.990", json!("71.99")), [false; 3]);
+        assert_eq!(argument_matches("71.9", json!("71.90")), [false; 3]);
+        assert_eq!(argument_matches("45", json!(45)), [true; 3]);
+        assert_eq!(argument_matches("\"45\"", json!(45)), [true; 3]);
+        assert_eq!(argument_matches("'45'", json!(45)), [true; 3]);
+        assert_eq!(argument_matches("045", json!(45)), [false; 3]);
+        assert_eq!(
+            argument_matches("\"01310-100\"", json!("01310-100")),
+            [true; 3]
+        );
+        assert_eq!(argument_matches("01310-100", json!("01310-100")), [true; 3]);
+        assert_eq!(argument_matches("01310100", json!("01310-100")), [false; 3]);
+        assert_eq!(argument_matches("PED-1001", json!("PED-1001")), [true; 3]);
+        assert_eq!(argument_matches("ped-1001", json!("PED-1001")), [false; 3]);
+    }
+
+    #[test]
+    fn arguments_keep_their_text_and_other_expectations_stay_yaml() {
+        let text = "name: x\nturns:\n  - user: hi\n    expect:\n      session_ended: true\n      active_transaction: {tool: t, status: 71.990, arguments: {a: 71.990, b: 01310100, c: true}}\n      last_transaction: null\n      tool_calls: []\n";
+        let s = parse_scenario(text, "f.yaml").unwrap();
+        let e = &s.turns[0].expect;
+        assert_eq!(
+            e["active_transaction"],
+            serde_json::json!({"tool": "t", "status": 71.99, "arguments": {"a": "71.990", "b": "01310100", "c": "true"}})
+        );
+        assert_eq!(e["session_ended"], Value::Bool(true));
+        assert_eq!(e["last_transaction"], Value::Null);
+        assert_eq!(e["tool_calls"], serde_json::json!([]));
+        // Outside `arguments`, scalars still compare by value (71.990 = "71.99").
+        assert!(matcher::check(
+            &serde_json::json!({"status": e["active_transaction"]["status"]}),
+            &serde_json::json!({"status": "71.99"})
+        )
+        .is_ok());
+    }
+
+    #[test]
+    fn a_non_scalar_argument_is_reported_with_its_key() {
+        let text = "name: x\nturns:\n  - user: hi\n    expect:\n      active_transaction: {arguments: {a: [1]}}\n";
+        let e = parse_scenario(text, "f.yaml").unwrap_err();
+        assert_eq!(
+            e.location, "turn 1, key expect.active_transaction.arguments.a",
+            "{e}"
+        );
+        assert!(e.problem.contains("canonical"), "{e}");
     }
 
     #[test]

@@ -1,5 +1,8 @@
 //! Expectation matching: objects are recursive subsets except `arguments` (exact); lists are
-//! exact; `null` means absent or null; scalars compare by canonical value (`71.99` = "71.99").
+//! exact; `null` means absent or null. Argument values compare by text: the expectation's source
+//! text (the scenario reader keeps it, [`crate::scenario::format`]) with the stored canonical
+//! value's text, so `71.990` is not `"71.99"` while `45` and `"45"` both are `45` (MG-4). Other
+//! scalars compare by value (`71.99` = "71.99").
 
 use serde_json::Value;
 
@@ -54,7 +57,7 @@ fn subset(expected: &Value, actual: &Value, path: &str) -> Result<(), String> {
     }
 }
 
-/// `arguments`: the same keys, each value canonically equal.
+/// `arguments`: the same keys, each value with the same text.
 fn exact(expected: &Value, actual: &Value, path: &str) -> Result<(), String> {
     match (expected, actual) {
         (Value::Object(e), Value::Object(a)) => {
@@ -74,8 +77,20 @@ fn exact(expected: &Value, actual: &Value, path: &str) -> Result<(), String> {
             }
             Ok(())
         }
-        _ if scalar_eq(expected, actual) => Ok(()),
-        _ => Err(diff(path, expected, actual)),
+        _ => match (text_of(expected), text_of(actual)) {
+            (Some(e), Some(a)) if e == a => Ok(()),
+            _ => Err(diff(path, expected, actual)),
+        },
+    }
+}
+
+/// A scalar's text: a string's own, a number's or boolean's as JSON writes it.
+fn text_of(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
     }
 }
 
@@ -132,6 +147,8 @@ mod tests {
         let actual = json!({"tool": "t", "status": "X", "arguments": {"a": "71.99", "b": 45}});
         assert!(check(&json!({"tool": "t"}), &actual).is_ok());
         assert!(check(&json!({"arguments": {"a": 71.99, "b": "45"}}), &actual).is_ok());
+        assert!(check(&json!({"arguments": {"a": "71.99", "b": 45}}), &actual).is_ok());
+        assert!(check(&json!({"arguments": {"a": "71.990", "b": 45}}), &actual).is_err());
         assert!(check(&json!({"arguments": {"a": "71.99"}}), &actual).is_err());
         assert!(check(&json!({"tool": "u"}), &actual).is_err());
         assert!(check(&json!({"missing": null}), &actual).is_ok());
