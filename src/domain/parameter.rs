@@ -1840,19 +1840,6 @@ impl Labels {
     }
 }
 
-/// One parameter as the PR-1 reader sees it. TEMPORARY SHIM (lead): replaced by the real reader.
-pub struct LabelledParameter<'a> {
-    pub name: &'a str,
-    pub kind: &'a ParameterKind,
-    pub labels: &'a [String],
-}
-
-/// PR-1: only values that clearly fill a parameter. TEMPORARY SHIM: same as [`extract`].
-pub fn extract_clear(params: &[LabelledParameter<'_>], text: &str, locale: Locale) -> Extraction {
-    let plain: Vec<(&str, &ParameterKind)> = params.iter().map(|p| (p.name, p.kind)).collect();
-    extract(&plain, text, locale)
-}
-
 #[cfg(test)]
 mod clear_tests;
 #[cfg(test)]
