@@ -1,21 +1,47 @@
-//! Deterministic confirmation recogniser (PR-6): plain affirmations and negations in English and
-//! Brazilian Portuguese.
+//! Deterministic confirmation recogniser (PR-6): affirmations, negations and judgements of
+//! correctness in English and Brazilian Portuguese.
 //!
-//! A message decides only when every word in it belongs to a known affirmation, negation or
-//! politeness phrase, and it holds affirmations or negations but not both. Matching is
-//! case-insensitive and accent-insensitive (`NÃO` = `nao`), curly apostrophes count as straight
-//! ones (`don’t`), and punctuation between words is ignored (`yes, go ahead!`).
+//! A message decides only when **every** word in it belongs to the lexicon below and its
+//! polarity is unambiguous; one unknown word leaves it undecided, so the recogniser can be rich
+//! without guessing. Matching is case- and accent-insensitive (`NÃO` = `nao`), curly
+//! apostrophes count as straight ones, and a hyphen inside a word joins (`uh-huh`).
+//!
+//! How a message is read:
+//! - A question mark anywhere (`ok?`, `pode?`) leaves it undecided: a question is not an answer.
+//! - Punctuation splits the message into clauses; a phrase never spans two clauses, so
+//!   `não, pode` is a negation and an affirmation (undecided) while `não pode` is one negation.
+//! - Each clause is read with the longest lexicon phrase at each position. Entries are:
+//!   *answers* (`yes`, `sim`, `no`), *judgements* (`true`, `correct`, `certo`, `wrong`, and
+//!   verbs of consent such as `go ahead`, `pode`), *negators* (`not`, `don't`, `não`),
+//!   *intensifiers* (`absolutely`, `very`), *hedges* (`sure`, `certain`), *filler* (politeness,
+//!   pronouns, forms of to be / ser / estar, framings such as `i think`, `the answer is`,
+//!   `what you just said`) and *uncertainty* (`maybe`, `not sure`, `i don't know`, `talvez`).
+//! - A negator turns the next affirming judgement of its clause into a negation (`not correct`,
+//!   `não está certo`, `that isn't the right answer`); a negator with nothing after it is a
+//!   negation (`please don't`, `i think not`, `absolutely not`). A negated negative judgement
+//!   (`not false`, `not wrong`) is left undecided rather than read as consent; a negated hedge
+//!   (`not sure`, `not positive`), a negated strong intensifier (`not exactly`) and a negated
+//!   verb of thinking with nothing after it (`i can't believe it`) are uncertainty.
+//! - Uncertainty anywhere leaves the message undecided (`maybe yes`).
+//! - Affirmation and negation in one message (`no, wait, yes`) leave it undecided. An
+//!   intensifier that can stand alone (`absolutely!`, `definitely`) affirms when nothing else in
+//!   the message has a polarity.
 //!
 //! Decisions where the contract is silent:
-//! - `thanks`, `thank you`, `obrigado`/`obrigada`, `valeu` are politeness like `please` and
-//!   `por favor`: `no thanks` is a negation, `sim, obrigado` an affirmation; politeness alone
-//!   decides nothing.
-//! - Longer phrases win over their words: `não quero`, `não pode`, `claro que não`, `of course
-//!   not` and `don't do it` are negations; `please do` is an affirmation.
-//! - Emoji, digits or any symbol outside ordinary punctuation make the message undecided
-//!   (`yes 👍` → `None`): the recogniser only settles plain-text answers.
-//! - Bare `right`, `cancel` and `stop` are not included: they are ambiguous between a
-//!   confirmation answer and a new request.
+//! - `thanks`, `obrigado`, `valeu` are politeness like `please`: `no thanks` is a negation and
+//!   politeness alone decides nothing.
+//! - Bare `right` (a clause starting with it), `cancel` and `stop` decide nothing: they are
+//!   ambiguous between an answer and a new request. `right` counts after another word of its
+//!   clause (`that's right`, `exactly right`).
+//! - Statements of wish (`that is exactly what i want`) are left to the order of evaluation:
+//!   the interpreter reads them, and its `affirm` only asks again.
+//! - `pode ser` is uncertainty (it means "could be" as often as "fine"); `tá` alone is filler.
+//! - Emoji, digits or any symbol outside ordinary punctuation leave the message undecided.
+//! - One lexicon serves both locales: customers mix them (`ok`, `yes` in pt-BR chats), and no
+//!   entry of one language means the opposite in the other.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
 
 /// The user's answer to a confirmation question.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -25,226 +51,654 @@ pub enum Confirmation {
     Deny,
 }
 
-/// Affirmations, folded (lowercase, no accents), words separated by one space.
-const AFFIRM: &[&str] = &[
-    // en
-    "yes",
-    "yeah",
-    "yea",
-    "yep",
-    "yup",
-    "sure",
-    "sure thing",
-    "ok",
-    "okay",
-    "okey",
-    "alright",
-    "all right",
-    "confirm",
-    "confirmed",
-    "i confirm",
-    "correct",
-    "that's correct",
-    "thats correct",
-    "that is correct",
-    "that's right",
-    "thats right",
-    "that is right",
-    "go ahead",
-    "go on",
-    "please do",
-    "do it",
-    "proceed",
-    "absolutely",
-    "of course",
-    "definitely",
-    "exactly",
-    "affirmative",
-    "sounds good",
-    // pt-BR
-    "sim",
-    "pode",
-    "pode sim",
-    "pode ser",
-    "pode seguir",
-    "pode continuar",
-    "pode prosseguir",
-    "pode fazer",
-    "pode confirmar",
-    "claro",
-    "claro que sim",
-    "confirmo",
-    "confirma",
-    "confirmado",
-    "isso",
-    "isso mesmo",
-    "isso ai",
-    "certo",
-    "correto",
-    "exato",
-    "exatamente",
-    "com certeza",
-    "beleza",
-    "ta bom",
-    "ta certo",
-    "esta bom",
-    "esta certo",
-    "perfeito",
-    "positivo",
-    "quero",
-    "quero sim",
-    "manda ver",
-];
-
-/// Negations, folded.
-const DENY: &[&str] = &[
-    // en
-    "no",
-    "nope",
-    "nah",
-    "don't",
-    "dont",
-    "do not",
-    "don't do it",
-    "do not do it",
-    "not now",
-    "no way",
-    "negative",
-    "of course not",
-    "absolutely not",
-    "definitely not",
-    // pt-BR
-    "nao",
-    "nao quero",
-    "nao pode",
-    "nao precisa",
-    "claro que nao",
-    "agora nao",
-    "negativo",
-    "de jeito nenhum",
-    "nem pensar",
-];
-
-/// Politeness that neither affirms nor denies, folded.
-const POLITE: &[&str] = &[
-    // en
-    "please",
-    "pls",
-    "plz",
-    "thanks",
-    "thank you",
-    "thanks a lot",
-    "thank you very much",
-    "thx",
-    // pt-BR
-    "por favor",
-    "pfv",
-    "obrigado",
-    "obrigada",
-    "muito obrigado",
-    "muito obrigada",
-    "brigado",
-    "brigada",
-    "valeu",
-    "grato",
-    "grata",
-];
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Class {
+enum Polarity {
     Affirm,
     Deny,
-    Polite,
 }
 
-/// Decides only for a message made of affirmation (or negation) words and politeness alone;
-/// anything else → None.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// An answer on its own (`yes`, `sim`, `no`); a negator before it does not flip it.
+    Answer(Polarity),
+    /// A judgement or a verb of consent (`true`, `go ahead`, `wrong`); a negator flips an
+    /// affirming one. `bare: false` = not at the start of a clause (`right`).
+    Judgement { polarity: Polarity, bare: bool },
+    /// `sure`, `certain`: affirming, but negated it is uncertainty.
+    Hedge,
+    /// `not`, `don't`, `não`.
+    Negator,
+    /// `absolutely` (`alone: true` affirms when nothing else has a polarity), `very`.
+    Intensifier { alone: bool },
+    /// Politeness, pronouns, copulas, `the answer`.
+    Filler,
+    /// A verb of thinking or saying (`i think`, `i would say`): filler, except that a negated
+    /// one with no judgement after it (`i can't believe it`) leaves the message undecided.
+    Frame,
+    /// `maybe`, `not sure`, `i don't know`.
+    Uncertain,
+}
+
+use Kind::{Answer, Filler, Frame, Hedge, Intensifier, Negator, Uncertain};
+use Polarity::{Affirm, Deny};
+
+const fn judge(polarity: Polarity) -> Kind {
+    Kind::Judgement {
+        polarity,
+        bare: true,
+    }
+}
+
+const YES: Kind = Answer(Affirm);
+const NO: Kind = Answer(Deny);
+const TRUE: Kind = judge(Affirm);
+const FALSE: Kind = judge(Deny);
+const STRONG: Kind = Intensifier { alone: true };
+const MILD: Kind = Intensifier { alone: false };
+
+/// The lexicon, folded (lowercase, no accents, straight apostrophes), words separated by one
+/// space. Each phrase appears once (a unit test checks).
+const LEXICON: &[(&str, Kind)] = &[
+    // ---- en answers
+    ("yes", YES),
+    ("yeah", YES),
+    ("yea", YES),
+    ("yeap", YES),
+    ("yep", YES),
+    ("yup", YES),
+    ("yah", YES),
+    ("ya", YES),
+    ("aye", YES),
+    ("uh huh", YES),
+    ("mhm", YES),
+    ("mm hmm", YES),
+    ("ok", YES),
+    ("okay", YES),
+    ("okey", YES),
+    ("okie", YES),
+    ("alright", YES),
+    ("all right", YES),
+    ("sure thing", YES),
+    ("of course", YES),
+    ("affirmative", YES),
+    ("you got it", YES),
+    ("you bet", YES),
+    ("no doubt", YES),
+    ("no", NO),
+    ("nope", NO),
+    ("nah", NO),
+    ("naw", NO),
+    ("nay", NO),
+    ("nada", NO),
+    ("no way", NO),
+    ("no chance", NO),
+    ("negative", NO),
+    ("negatory", NO),
+    ("of course not", NO),
+    ("not at all", NO),
+    ("not now", NO),
+    ("not happening", NO),
+    ("no good", NO),
+    ("i'll pass", NO),
+    ("ill pass", NO),
+    ("i pass", NO),
+    ("hard pass", NO),
+    ("i think not", NO),
+    ("i don't think so", NO),
+    ("i dont think so", NO),
+    ("i do not think so", NO),
+    ("i'd rather not", NO),
+    ("rather not", NO),
+    ("disagree", NO),
+    // ---- en judgements and verbs of consent
+    ("true", TRUE),
+    ("correct", TRUE),
+    (
+        "right",
+        Kind::Judgement {
+            polarity: Affirm,
+            bare: false,
+        },
+    ),
+    ("accurate", TRUE),
+    ("valid", TRUE),
+    ("factual", TRUE),
+    ("fact", TRUE),
+    ("facts", TRUE),
+    ("the truth", TRUE),
+    ("the case", TRUE),
+    ("confirm", TRUE),
+    ("confirmed", TRUE),
+    ("approved", TRUE),
+    ("approve", TRUE),
+    ("accepted", TRUE),
+    ("accept", TRUE),
+    ("agreed", TRUE),
+    ("agree", TRUE),
+    ("fine", TRUE),
+    ("good", TRUE),
+    ("great", TRUE),
+    ("awesome", TRUE),
+    ("perfect", TRUE),
+    ("excellent", TRUE),
+    ("sounds good", TRUE),
+    ("sounds great", TRUE),
+    ("sounds right", TRUE),
+    ("works", TRUE),
+    ("makes sense", TRUE),
+    ("go ahead", TRUE),
+    ("go for it", TRUE),
+    ("go on", TRUE),
+    ("proceed", TRUE),
+    ("please do", TRUE),
+    ("do it", TRUE),
+    ("do that", TRUE),
+    ("right answer", TRUE),
+    ("i think so", TRUE),
+    ("i believe so", TRUE),
+    ("false", FALSE),
+    ("wrong", FALSE),
+    ("incorrect", FALSE),
+    ("inaccurate", FALSE),
+    ("untrue", FALSE),
+    ("invalid", FALSE),
+    ("erroneous", FALSE),
+    ("mistaken", FALSE),
+    ("fake", FALSE),
+    ("bogus", FALSE),
+    ("a lie", FALSE),
+    ("wrong answer", FALSE),
+    ("terrible", FALSE),
+    ("bad", FALSE),
+    ("awful", FALSE),
+    // ---- en hedges, negators, intensifiers
+    ("sure", Hedge),
+    ("certain", Hedge),
+    ("confident", Hedge),
+    ("positive", Hedge),
+    ("not", Negator),
+    ("don't", Negator),
+    ("dont", Negator),
+    ("do not", Negator),
+    ("doesn't", Negator),
+    ("doesnt", Negator),
+    ("does not", Negator),
+    ("isn't", Negator),
+    ("isnt", Negator),
+    ("aren't", Negator),
+    ("arent", Negator),
+    ("wasn't", Negator),
+    ("wasnt", Negator),
+    ("weren't", Negator),
+    ("can't", Negator),
+    ("cant", Negator),
+    ("cannot", Negator),
+    ("can not", Negator),
+    ("won't", Negator),
+    ("wont", Negator),
+    ("wouldn't", Negator),
+    ("wouldnt", Negator),
+    ("shouldn't", Negator),
+    ("ain't", Negator),
+    ("never", Negator),
+    ("absolutely", STRONG),
+    ("definitely", STRONG),
+    ("most definitely", STRONG),
+    ("certainly", STRONG),
+    ("indeed", STRONG),
+    ("exactly", STRONG),
+    ("precisely", STRONG),
+    ("totally", STRONG),
+    ("for sure", STRONG),
+    ("very", MILD),
+    ("very much", MILD),
+    ("really", MILD),
+    ("truly", MILD),
+    ("completely", MILD),
+    ("entirely", MILD),
+    ("actually", MILD),
+    ("quite", MILD),
+    ("pretty", MILD),
+    ("so", MILD),
+    ("most", MILD),
+    ("overwhelmingly", MILD),
+    ("resounding", MILD),
+    ("definite", MILD),
+    ("hard", MILD),
+    ("at all", MILD),
+    ("hell", MILD),
+    ("just", MILD),
+    ("all", MILD),
+    // ---- en filler: politeness, pronouns, copulas, framings
+    ("please", Filler),
+    ("pls", Filler),
+    ("plz", Filler),
+    ("thanks", Filler),
+    ("thank you", Filler),
+    ("thanks a lot", Filler),
+    ("thank you very much", Filler),
+    ("thx", Filler),
+    ("sorry", Filler),
+    ("i'm afraid", Filler),
+    ("im afraid", Filler),
+    ("i am afraid", Filler),
+    ("oh", Filler),
+    ("ohh", Filler),
+    ("well", Filler),
+    ("hmm", Filler),
+    ("hm", Filler),
+    ("um", Filler),
+    ("uh", Filler),
+    ("ah", Filler),
+    ("hey", Filler),
+    ("sir", Filler),
+    ("ma'am", Filler),
+    ("maam", Filler),
+    ("then", Filler),
+    ("now", Filler),
+    ("also", Filler),
+    ("too", Filler),
+    ("and", Filler),
+    ("a", Filler),
+    ("an", Filler),
+    ("the", Filler),
+    ("i", Filler),
+    ("i'm", Filler),
+    ("im", Filler),
+    ("am", Filler),
+    ("me", Filler),
+    ("my", Filler),
+    ("you", Filler),
+    ("you're", Filler),
+    ("youre", Filler),
+    ("it", Filler),
+    ("it's", Filler),
+    ("its", Filler),
+    ("it'd", Filler),
+    ("that", Filler),
+    ("that's", Filler),
+    ("thats", Filler),
+    ("that'd", Filler),
+    ("thatd", Filler),
+    ("that'll", Filler),
+    ("this", Filler),
+    ("is", Filler),
+    ("are", Filler),
+    ("was", Filler),
+    ("were", Filler),
+    ("be", Filler),
+    ("been", Filler),
+    ("will be", Filler),
+    ("would be", Filler),
+    ("should be", Filler),
+    ("one", Filler),
+    ("to that", Filler),
+    ("to this", Filler),
+    ("to that question", Filler),
+    ("to the question", Filler),
+    ("on that", Filler),
+    ("about that", Filler),
+    ("from me", Filler),
+    ("for me", Filler),
+    ("the answer", Filler),
+    ("my answer", Filler),
+    ("the response", Filler),
+    ("my response", Filler),
+    ("as my answer", Filler),
+    ("as my response", Filler),
+    ("statement", Filler),
+    ("information", Filler),
+    ("info", Filler),
+    ("what you just said", Filler),
+    ("what you said", Filler),
+    ("what you're saying", Filler),
+    ("think", Frame),
+    ("believe", Frame),
+    ("i know", Frame),
+    ("i say", Frame),
+    ("i'd say", Frame),
+    ("id say", Frame),
+    ("i would say", Frame),
+    ("i must say", Frame),
+    ("i have to say", Frame),
+    ("i would have to say", Frame),
+    ("i'd have to say", Frame),
+    ("i gotta say", Frame),
+    ("i've got to say", Frame),
+    ("i'm going to say", Frame),
+    ("i'm gonna say", Frame),
+    ("i'll say", Frame),
+    ("i vote", Frame),
+    ("i meant", Frame),
+    ("i mean", Frame),
+    ("i'm saying", Frame),
+    ("i am saying", Frame),
+    ("i'm telling you", Frame),
+    ("i am telling you", Frame),
+    ("i want you to know", Frame),
+    ("i would prefer", Filler),
+    ("i'd prefer", Filler),
+    ("i can", Filler),
+    ("seems", Frame),
+    ("it seems", Frame),
+    ("appears", Frame),
+    ("it appears", Frame),
+    // ---- en uncertainty
+    ("maybe", Uncertain),
+    ("perhaps", Uncertain),
+    ("possibly", Uncertain),
+    ("possible", Uncertain),
+    ("possibility", Uncertain),
+    ("probably", Uncertain),
+    ("probable", Uncertain),
+    ("might", Uncertain),
+    ("may", Uncertain),
+    ("could", Uncertain),
+    ("either", Uncertain),
+    ("neither", Uncertain),
+    ("both", Uncertain),
+    ("unsure", Uncertain),
+    ("uncertain", Uncertain),
+    ("undecided", Uncertain),
+    ("unclear", Uncertain),
+    ("not sure", Uncertain),
+    ("not certain", Uncertain),
+    ("idk", Uncertain),
+    ("dunno", Uncertain),
+    ("don't know", Uncertain),
+    ("dont know", Uncertain),
+    ("do not know", Uncertain),
+    ("no idea", Uncertain),
+    ("no clue", Uncertain),
+    ("not a clue", Uncertain),
+    ("haven't a clue", Uncertain),
+    ("can't say", Uncertain),
+    ("cant say", Uncertain),
+    ("cannot say", Uncertain),
+    ("couldn't say", Uncertain),
+    ("hard to say", Uncertain),
+    ("can't tell", Uncertain),
+    ("cant tell", Uncertain),
+    ("can't confirm", Uncertain),
+    ("cannot confirm", Uncertain),
+    ("who knows", Uncertain),
+    ("guess", Uncertain),
+    ("suppose", Uncertain),
+    ("depends", Uncertain),
+    ("kind of", Uncertain),
+    ("kinda", Uncertain),
+    ("sort of", Uncertain),
+    ("sorta", Uncertain),
+    // ---- pt-BR answers
+    ("sim", YES),
+    ("claro", YES),
+    ("claro que sim", YES),
+    ("com certeza", YES),
+    ("beleza", YES),
+    ("blz", YES),
+    ("ta bom", YES),
+    ("ta ok", YES),
+    ("ta certo", YES),
+    ("pode crer", YES),
+    ("manda ver", YES),
+    ("uhum", YES),
+    ("aham", YES),
+    ("positivo", YES),
+    ("sem duvida", YES),
+    ("tudo bem", YES),
+    ("negativo", NO),
+    ("nem pensar", NO),
+    ("de jeito nenhum", NO),
+    ("de forma alguma", NO),
+    ("nada disso", NO),
+    ("claro que nao", NO),
+    ("agora nao", NO),
+    ("nao quero", NO),
+    ("nao pode", NO),
+    ("nao precisa", NO),
+    ("discordo", NO),
+    // ---- pt-BR judgements and verbs of consent
+    ("pode", TRUE),
+    ("pode sim", TRUE),
+    ("pode seguir", TRUE),
+    ("pode continuar", TRUE),
+    ("pode prosseguir", TRUE),
+    ("pode fazer", TRUE),
+    ("pode confirmar", TRUE),
+    ("pode mandar", TRUE),
+    ("confirmo", TRUE),
+    ("confirma", TRUE),
+    ("confirmado", TRUE),
+    ("confirmada", TRUE),
+    ("quero", TRUE),
+    ("quero sim", TRUE),
+    ("concordo", TRUE),
+    ("aprovado", TRUE),
+    ("isso", TRUE),
+    ("isso mesmo", TRUE),
+    ("isso ai", TRUE),
+    // `isso é`, `isso está`: the pronoun before a judgement (`isso está errado`).
+    ("isso e", Filler),
+    ("isso esta", Filler),
+    ("isso ta", Filler),
+    ("certo", TRUE),
+    ("certinho", TRUE),
+    ("correto", TRUE),
+    ("exato", TRUE),
+    ("verdade", TRUE),
+    ("verdadeiro", TRUE),
+    ("perfeito", TRUE),
+    ("otimo", TRUE),
+    ("tudo certo", TRUE),
+    ("faz sentido", TRUE),
+    ("acho que sim", TRUE),
+    ("errado", FALSE),
+    ("incorreto", FALSE),
+    ("falso", FALSE),
+    ("mentira", FALSE),
+    ("invalido", FALSE),
+    // ---- pt-BR negators and intensifiers
+    ("nao", Negator),
+    ("nunca", Negator),
+    ("exatamente", STRONG),
+    ("certamente", STRONG),
+    ("totalmente", MILD),
+    ("muito", MILD),
+    ("mesmo", MILD),
+    ("bem", MILD),
+    ("realmente", MILD),
+    // ---- pt-BR filler
+    ("por favor", Filler),
+    ("pfv", Filler),
+    ("pf", Filler),
+    ("obrigado", Filler),
+    ("obrigada", Filler),
+    ("muito obrigado", Filler),
+    ("muito obrigada", Filler),
+    ("brigado", Filler),
+    ("brigada", Filler),
+    ("valeu", Filler),
+    ("grato", Filler),
+    ("grata", Filler),
+    ("desculpa", Filler),
+    ("desculpe", Filler),
+    ("olha", Filler),
+    ("entao", Filler),
+    ("senhor", Filler),
+    ("senhora", Filler),
+    ("eu", Filler),
+    ("e", Filler),
+    ("esta", Filler),
+    ("ta", Filler),
+    ("o", Filler),
+    ("os", Filler),
+    ("as", Filler),
+    ("uma", Filler),
+    ("acho", Frame),
+    ("acho que", Frame),
+    ("creio que", Frame),
+    ("pra mim", Filler),
+    ("por mim", Filler),
+    ("a resposta", Filler),
+    ("minha resposta", Filler),
+    // ---- pt-BR uncertainty
+    ("talvez", Uncertain),
+    ("nao sei", Uncertain),
+    ("sei la", Uncertain),
+    ("sei nao", Uncertain),
+    ("nao tenho certeza", Uncertain),
+    ("quem sabe", Uncertain),
+    ("depende", Uncertain),
+    ("provavelmente", Uncertain),
+    ("possivelmente", Uncertain),
+    ("mais ou menos", Uncertain),
+    ("pode ser", Uncertain),
+    ("acho que talvez", Uncertain),
+    ("duvido", Uncertain),
+];
+
+fn lexicon() -> &'static (HashMap<&'static str, Kind>, usize) {
+    static LOOKUP: OnceLock<(HashMap<&'static str, Kind>, usize)> = OnceLock::new();
+    LOOKUP.get_or_init(|| {
+        let longest = LEXICON
+            .iter()
+            .map(|(phrase, _)| phrase.split(' ').count())
+            .max()
+            .unwrap_or(1);
+        (LEXICON.iter().copied().collect(), longest)
+    })
+}
+
+/// Decides only for a message made of lexicon phrases with one unambiguous polarity; anything
+/// else → None (the turn goes on through the order of evaluation).
 pub fn recognise(text: &str) -> Option<Confirmation> {
-    let words = words(text)?;
+    if text.contains(['?', '¿']) {
+        return None;
+    }
     let mut affirm = false;
     let mut deny = false;
-    let mut i = 0;
-    while i < words.len() {
-        let rest = words.get(i..).unwrap_or(&[]);
-        let (len, class) = longest_phrase(rest)?;
-        match class {
-            Class::Affirm => affirm = true,
-            Class::Deny => deny = true,
-            Class::Polite => {}
+    let mut intensified = false;
+    for clause in clauses(text)? {
+        let mut negated = false;
+        let mut negated_frame = false;
+        let mut at = 0;
+        while at < clause.len() {
+            let (len, kind) = longest_phrase(&clause[at..], at == 0)?;
+            at += len;
+            match kind {
+                Uncertain => return None,
+                Filler => {}
+                Frame => negated_frame |= negated,
+                // `not exactly`, `not definitely`: a hedge, not a negation.
+                Intensifier { alone: true } if negated => return None,
+                Intensifier { alone } => intensified |= alone,
+                Negator => negated = true,
+                Hedge if negated => return None,
+                Hedge => affirm = true,
+                Answer(polarity) => {
+                    // `don't, yes` is mixed: the negator stays a negation of its own.
+                    deny |= std::mem::take(&mut negated);
+                    negated_frame = false;
+                    match polarity {
+                        Affirm => affirm = true,
+                        Deny => deny = true,
+                    }
+                }
+                Kind::Judgement { polarity, .. } => match (polarity, {
+                    negated_frame = false;
+                    std::mem::take(&mut negated)
+                }) {
+                    (Affirm, false) => affirm = true,
+                    (Deny, false) | (Affirm, true) => deny = true,
+                    // `not wrong`: consent by double negation is not deterministic enough.
+                    (Deny, true) => return None,
+                },
+            }
         }
-        i += len;
+        if negated && negated_frame {
+            return None;
+        }
+        deny |= negated;
     }
     match (affirm, deny) {
         (true, false) => Some(Confirmation::Affirm),
         (false, true) => Some(Confirmation::Deny),
+        (false, false) if intensified => Some(Confirmation::Affirm),
         _ => None,
     }
 }
 
-/// The longest known phrase at the start of `rest`: its length in words and its class.
-fn longest_phrase(rest: &[String]) -> Option<(usize, Class)> {
-    let lists = [
-        (AFFIRM, Class::Affirm),
-        (DENY, Class::Deny),
-        (POLITE, Class::Polite),
-    ];
-    let mut best: Option<(usize, Class)> = None;
-    for (list, class) in lists {
-        for phrase in list {
-            let len = phrase.split(' ').count();
-            let matches = len <= rest.len()
-                && phrase
-                    .split(' ')
-                    .zip(rest)
-                    .all(|(expected, word)| expected == word);
-            if matches && best.is_none_or(|(l, _)| len > l) {
-                best = Some((len, class));
-            }
+/// The longest lexicon phrase at the start of `rest`: its length in words and its kind. `None`
+/// when no phrase starts here (an unknown word), or when the only one may not open a clause.
+fn longest_phrase(rest: &[String], clause_start: bool) -> Option<(usize, Kind)> {
+    let (lookup, longest) = lexicon();
+    let mut phrase = String::new();
+    let mut best = None;
+    for (i, word) in rest.iter().take(*longest).enumerate() {
+        if i > 0 {
+            phrase.push(' ');
+        }
+        phrase.push_str(word);
+        match lookup.get(phrase.as_str()) {
+            Some(Kind::Judgement { bare: false, .. }) if clause_start && i == 0 => {}
+            Some(&kind) => best = Some((i + 1, kind)),
+            None => {}
         }
     }
     best
 }
 
-/// The folded words of the message; `None` if it holds anything but letters, digits, whitespace
-/// and ordinary punctuation.
-fn words(text: &str) -> Option<Vec<String>> {
+/// The message's clauses (split at punctuation), each a list of folded words; `None` if it
+/// holds anything but letters, digits, whitespace and ordinary punctuation.
+fn clauses(text: &str) -> Option<Vec<Vec<String>>> {
     let chars: Vec<char> = text
         .chars()
         .map(|c| match c {
             '\u{2019}' | '\u{2018}' | '\u{2bc}' | '\u{b4}' | '`' => '\'',
+            '\u{2010}' | '\u{2011}' => '-',
             other => other,
         })
         .collect();
-    let mut out = Vec::new();
-    let mut current = String::new();
+    let mut clauses = Vec::new();
+    let mut clause = Vec::new();
+    let mut word = String::new();
     for (i, &c) in chars.iter().enumerate() {
-        let inner_apostrophe =
-            c == '\'' && !current.is_empty() && chars.get(i + 1).is_some_and(|n| n.is_alphabetic());
-        if c.is_alphanumeric() || inner_apostrophe || is_combining(c) {
+        let joins_letters = !word.is_empty() && chars.get(i + 1).is_some_and(|n| n.is_alphabetic());
+        if c.is_alphanumeric() || (c == '\'' && joins_letters) || is_combining(c) {
             for lc in c.to_lowercase() {
                 if !is_combining(lc) {
-                    current.push(strip_accent(lc));
+                    word.push(strip_accent(lc));
                 }
             }
-        } else if c.is_whitespace() || is_punctuation(c) {
-            if !current.is_empty() {
-                out.push(std::mem::take(&mut current));
+        } else if c.is_whitespace() || c == '\u{200b}' || (c == '-' && joins_letters) {
+            if !word.is_empty() {
+                clause.push(std::mem::take(&mut word));
+            }
+        } else if is_punctuation(c) {
+            if !word.is_empty() {
+                clause.push(std::mem::take(&mut word));
+            }
+            if !clause.is_empty() {
+                clauses.push(std::mem::take(&mut clause));
             }
         } else {
             return None;
         }
     }
-    if !current.is_empty() {
-        out.push(current);
+    if !word.is_empty() {
+        clause.push(word);
     }
-    Some(out)
+    if !clause.is_empty() {
+        clauses.push(clause);
+    }
+    Some(clauses)
 }
 
 fn is_punctuation(c: char) -> bool {
     c.is_ascii_punctuation()
         || matches!(
             c,
-            '¡' | '¿' | '…' | '«' | '»' | '“' | '”' | '„' | '–' | '—' | '·' | '\u{200b}'
+            '¡' | '¿' | '…' | '«' | '»' | '“' | '”' | '„' | '–' | '—' | '·'
         )
 }
 
@@ -278,7 +732,7 @@ mod tests {
 
     #[test]
     fn english_affirmations() {
-        // PR-6
+        // PR-6: the contract's list, with politeness and punctuation around it.
         all(
             &[
                 "yes",
@@ -302,6 +756,8 @@ mod tests {
                 "sure, go ahead!",
                 "of course",
                 "all right...",
+                "uh-huh",
+                "yes\u{200b}please",
             ],
             Some(Confirmation::Affirm),
         );
@@ -328,6 +784,9 @@ mod tests {
                 "com certeza",
                 "claro que sim",
                 "isso aí",
+                "está certo",
+                "é verdade",
+                "tudo certo, pode seguir",
             ],
             Some(Confirmation::Affirm),
         );
@@ -351,6 +810,8 @@ mod tests {
                 "of course not",
                 "don't do it",
                 "no no no",
+                "absolutely not",
+                "i think not",
             ],
             Some(Confirmation::Deny),
         );
@@ -371,14 +832,121 @@ mod tests {
                 "não pode",
                 "claro que não",
                 "na\u{303}o",
+                "não está certo",
+                "está errado",
+                "não é verdade",
+                "de jeito nenhum",
+                "não, isso está errado",
             ],
             Some(Confirmation::Deny),
         );
     }
 
     #[test]
+    fn judgements_of_correctness() {
+        // PR-6 (amended): judgements decide; a negated affirmation is a negation.
+        all(
+            &[
+                "that is true",
+                "you are correct",
+                "that's exactly right",
+                "what you just said is accurate",
+                "the answer is yes",
+                "i think that's true",
+                "definitely",
+                "absolutely!",
+                "that would be great",
+                "yes sir, that is a fact",
+            ],
+            Some(Confirmation::Affirm),
+        );
+        all(
+            &[
+                "not correct",
+                "that's not right",
+                "that is not true, it's false",
+                "you are wrong",
+                "that isn't the right answer",
+                "no, that can't be right",
+                "the statement is false",
+                "i don't think so",
+                "i do not believe that is correct",
+                "not really",
+                "i'll pass",
+                "that is not the case",
+            ],
+            Some(Confirmation::Deny),
+        );
+    }
+
+    #[test]
+    fn questions_are_not_answers() {
+        // PR-6 (amended): `ok?` asks, it does not confirm.
+        all(
+            &[
+                "ok?",
+                "pode?",
+                "yes?",
+                "sim?",
+                "are you sure?",
+                "is it correct?",
+                "¿no",
+                "no?",
+            ],
+            None,
+        );
+    }
+
+    #[test]
+    fn mixed_polarity_is_undecided() {
+        // PR-6 (amended): both polarities in one message decide nothing; `não pode` is one
+        // negation but `não, pode` is a negation and an affirmation.
+        all(
+            &[
+                "não, pode",
+                "no, wait, yes",
+                "yes no",
+                "sim, não",
+                "pode não",
+                "isso não",
+                "don't do it, do it",
+                "that is true, no",
+                "correct, not correct",
+                "yes and no",
+            ],
+            None,
+        );
+    }
+
+    #[test]
+    fn uncertainty_and_double_negation_are_undecided() {
+        // PR-6: `not sure` is no negation, `not wrong` no confirmation.
+        all(
+            &[
+                "maybe",
+                "maybe yes",
+                "not sure",
+                "i'm not quite sure",
+                "i don't know",
+                "no idea",
+                "perhaps, perhaps not",
+                "it could be true",
+                "can't say",
+                "talvez",
+                "não sei",
+                "não tenho certeza",
+                "pode ser",
+                "that is not false",
+                "not wrong",
+                "not uncertain",
+            ],
+            None,
+        );
+    }
+
+    #[test]
     fn anything_else_is_undecided() {
-        // PR-6: only plain affirmations/negations decide; the rest goes to the model.
+        // PR-6: only answers decide; the rest follows the order of evaluation.
         all(
             &[
                 "",
@@ -387,15 +955,13 @@ mod tests {
                 "wait, the number is 45, not 10",
                 "yes but change the address",
                 "no, cancel it and show my bill",
-                "yes no",
-                "sim, não",
-                "pode não",
-                "isso não",
-                "don't do it, do it",
                 "please",
                 "thanks",
                 "por favor",
                 "obrigado",
+                "i think",
+                "that is",
+                "very",
                 "👍",
                 "😀",
                 "yes 👍",
@@ -403,12 +969,28 @@ mod tests {
                 "sim, o pedido é PED-1001",
                 "yess",
                 "right",
+                "right, go ahead",
                 "cancel",
+                "stop",
                 "what?",
                 "s",
                 "n",
                 "'",
                 "don'",
+                "no problem with the order",
+                "i have no idea",
+                "how is the weather today",
+                "never mind",
+                "i can't answer that",
+                "i can't believe it",
+                "i don't think",
+                "the answer",
+                "i'm not positive",
+                "not exactly",
+                "i can't confirm that",
+                "probably not",
+                "i suppose so",
+                "not that i know of",
             ],
             None,
         );
@@ -428,22 +1010,30 @@ mod tests {
     }
 
     #[test]
-    fn phrase_lists_are_folded_and_disjoint() {
-        // PR-6: each phrase is written folded and belongs to one class only.
-        let lists = [AFFIRM, DENY, POLITE];
-        for (i, list) in lists.iter().enumerate() {
-            for phrase in *list {
-                assert_eq!(
-                    words(phrase).map(|w| w.join(" ")),
-                    Some((*phrase).to_string()),
-                    "{phrase} is not folded"
-                );
-                for other in lists.iter().skip(i + 1) {
-                    assert!(!other.contains(phrase), "{phrase} is in two lists");
-                }
-            }
+    fn lexicon_is_folded_and_has_no_duplicates() {
+        // PR-6: each phrase is written as `clauses` folds it, and only once.
+        let mut seen = std::collections::BTreeSet::new();
+        for (phrase, _) in LEXICON {
+            assert_eq!(
+                clauses(phrase).map(|c| c.concat().join(" ")),
+                Some((*phrase).to_string()),
+                "{phrase} is not folded"
+            );
+            assert!(seen.insert(*phrase), "{phrase} is listed twice");
         }
     }
+
+    const AFFIRMING: &[&str] = &[
+        "yes",
+        "sim",
+        "ok",
+        "go ahead",
+        "that's right",
+        "pode",
+        "confirmo",
+        "that is correct",
+    ];
+    const DENYING: &[&str] = &["no", "não", "nope", "don't", "nao quero", "that's wrong"];
 
     proptest! {
         #[test]
@@ -453,15 +1043,45 @@ mod tests {
         }
 
         #[test]
-        fn mixed_answers_stay_undecided(
-            a in prop::sample::select(vec!["yes", "sim", "ok", "claro", "go ahead"]),
-            d in prop::sample::select(vec!["no", "não", "nope", "don't", "nao quero"]),
-            sep in prop::sample::select(vec![" ", ", ", "! ", "... "]),
+        fn answers_in_two_clauses_with_both_polarities_stay_undecided(
+            a in prop::sample::select(AFFIRMING),
+            d in prop::sample::select(DENYING),
+            sep in prop::sample::select(vec![", ", "! ", "... ", ". ", " - "]),
         ) {
-            // PR-6: mixed affirm and deny words → None, in either order (`não pode` is one
-            // negation phrase, so `pode` is not sampled here).
+            // PR-6: mixed affirm and deny → None, in either order.
             prop_assert_eq!(recognise(&format!("{a}{sep}{d}")), None);
             prop_assert_eq!(recognise(&format!("{d}{sep}{a}")), None);
+        }
+
+        #[test]
+        fn a_question_mark_undoes_any_answer(
+            answer in prop::sample::select([AFFIRMING, DENYING].concat()),
+            polite in prop::sample::select(vec!["", "please ", "por favor "]),
+        ) {
+            // PR-6 (amended): a question is not an answer.
+            let plain = format!("{polite}{answer}");
+            prop_assert!(recognise(&plain).is_some(), "{} decides", plain);
+            prop_assert_eq!(recognise(&format!("{polite}{answer}?")), None);
+        }
+
+        #[test]
+        fn uncertainty_undoes_any_answer(
+            answer in prop::sample::select([AFFIRMING, DENYING].concat()),
+            doubt in prop::sample::select(vec!["maybe", "not sure", "i don't know", "talvez", "perhaps"]),
+            sep in prop::sample::select(vec![" ", ", "]),
+        ) {
+            // PR-6: an uncertain answer never decides.
+            prop_assert_eq!(recognise(&format!("{answer}{sep}{doubt}")), None);
+            prop_assert_eq!(recognise(&format!("{doubt}{sep}{answer}")), None);
+        }
+
+        #[test]
+        fn a_negated_affirming_judgement_is_a_negation(
+            judgement in prop::sample::select(vec!["correct", "true", "right", "accurate", "certo", "verdade"]),
+            negator in prop::sample::select(vec!["that is not", "that's not", "that isn't", "not", "não é", "não está"]),
+        ) {
+            // PR-6 (amended): `not correct`, `não está certo`.
+            prop_assert_eq!(recognise(&format!("{negator} {judgement}")), Some(Confirmation::Deny));
         }
     }
 }
