@@ -26,7 +26,8 @@
 //! | [`pipeline`] | drives one turn through the engine, performing each request with the ports |
 //! | [`message`] | wire formats: inbound turn decoding (IO-3), replies, CloudEvents, dead-letter records |
 //! | [`testkit`] | real loopback HTTP servers speaking the model and tool protocols, scripted, with faults |
-//! | [`cli`] | subcommands of the binary (`classify`, …) |
+//! | [`cli`] | subcommands of the binary (`classify`, `eval`, …) |
+//! | [`eval`] | offline evaluations on real utterances: CLINC150's format, the PR-6 recogniser report |
 //! | [`worker`] | the Kafka worker: consumer thread, key-ordered dispatch, offsets, transactional committer |
 //! | [`telemetry`] | the metric catalogue (names, labels, buckets) and JSON logging |
 //! | [`scenario`] | the conversation-scenario format (`../shared/spec/scenarios.md`) and its runner |
@@ -39,6 +40,7 @@ pub mod chaos;
 pub mod cli;
 pub mod config;
 pub mod domain;
+pub mod eval;
 pub mod message;
 pub mod model;
 pub mod pipeline;

@@ -59,6 +59,9 @@ enum Command {
     /// restarts, model and tool faults, hostile input), then prove no turn was lost or duplicated
     /// (exit 0 pass, 1 a check failed or the run did no real work, 64 setup failed).
     Chaos(turnstile::cli::chaos::Args),
+    /// Evaluate decisions on real utterances (exit 0 when it ran, 64 when it could not).
+    #[command(subcommand)]
+    Eval(turnstile::cli::eval::Command),
 }
 
 fn main() -> ExitCode {
@@ -107,6 +110,7 @@ fn main() -> ExitCode {
         Command::Inspect(args) => block_on_exit(turnstile::cli::inspect::run(args)),
         Command::Classify(args) => block_on_exit(turnstile::cli::classify::run(args)),
         Command::Chaos(args) => ExitCode::from(turnstile::cli::chaos::run(args)),
+        Command::Eval(command) => ExitCode::from(turnstile::cli::eval::run(command)),
     }
 }
 

@@ -2,6 +2,7 @@
 
 pub mod chaos;
 pub mod classify;
+pub mod eval;
 pub mod inspect;
 pub mod migrate;
 pub mod run;

@@ -1,0 +1,5 @@
+//! Offline evaluations an operator runs before shipping a configuration (`turnstile eval`):
+//! real utterances in, figures out. Nothing here talks to Kafka or the store.
+
+pub mod clinc150;
+pub mod recogniser;
