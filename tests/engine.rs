@@ -612,3 +612,43 @@ async fn sc2_each_fallback_is_counted_with_exactly_its_reason_label() {
         );
     }
 }
+
+/// LC-2, Events: the `transaction.out_of_scope` event of a not-eligible pre-validation carries the
+/// same final transaction that `last_transaction` stores, reason included (the event used to say
+/// `not_eligible` while `last_transaction` said `not_eligible: already shipped`). Found by
+/// `tests/generated_conversations.rs`.
+#[tokio::test]
+async fn lc2_not_eligible_event_snapshot_is_the_stored_last_transaction() {
+    let catalog = catalog();
+    let settings = Settings::default();
+    let engine = Engine::new(&catalog, &settings);
+    let store = InMemoryCheckpointStore::new();
+    let model = ScriptedModel::new(ModelScript {
+        classifier: Some(scripted(json!({"decision": "ROUTE", "confidence": 0.97}))),
+        router: Some(scripted(
+            json!({"agent": "retail", "intent": "retail_order_cancel", "confidence": 0.97}),
+        )),
+        interpreter: None,
+    });
+    let tools: BTreeMap<String, turnstile::tool::ToolScript> = serde_json::from_value(json!({
+        "retail_order_cancel.pre_validation": {"eligible": false, "reason": "already shipped"}
+    }))
+    .unwrap();
+    let turn = text_turn("u1", "cancel order PED-1001", 1_000);
+    let processed = process_turn(&engine, &store, &model, &ScriptedTools::new(tools), &turn)
+        .await
+        .unwrap();
+    let o = &processed.outcome;
+    let last = o.state.last_transaction.as_ref().expect("last_transaction");
+    assert_eq!(last.status, TransactionStatus::OutOfScope);
+    assert_eq!(
+        last.reason.as_deref(),
+        Some("not_eligible: already shipped")
+    );
+    let ending = o
+        .events
+        .iter()
+        .find(|e| e.kind == EventType::OutOfScope)
+        .expect("out_of_scope event");
+    assert_eq!(ending.data["transaction"], json!(last));
+}

@@ -868,12 +868,14 @@ impl<'a> Run<'a> {
             }
             if !result.eligible {
                 let why = result.reason.clone().unwrap_or_default();
-                self.terminate(TransactionStatus::OutOfScope, reason::NOT_ELIGIBLE)?;
-                if let Some(last) = self.state.last_transaction.as_mut() {
-                    if !why.is_empty() {
-                        last.reason = Some(format!("{}: {why}", reason::NOT_ELIGIBLE));
-                    }
-                }
+                // The reason is final before `terminate`, so the `transaction.out_of_scope`
+                // event's snapshot and `last_transaction` are the same transaction (LC-2).
+                let ending = if why.is_empty() {
+                    reason::NOT_ELIGIBLE.to_owned()
+                } else {
+                    format!("{}: {why}", reason::NOT_ELIGIBLE)
+                };
+                self.terminate(TransactionStatus::OutOfScope, &ending)?;
                 let text = self.render(&self.msgs.not_eligible, &[("reason", &why)]);
                 self.reply(text);
                 return Ok(());
