@@ -5,9 +5,8 @@
 //! What is checked, exactly (each maps to a [`Kind`]):
 //!
 //! - **Confirmation (MG-6, PR-6).** A turn *shows a confirmation question* when one of its replies
-//!   contains the example domain's confirm wording (`Please confirm the` / `Por favor, confirme o`)
-//!   and the stored `active_transaction` after it is `AWAITING_CONFIRMATION`; the question's
-//!   arguments are that transaction's `arguments` then. An execution of a tool that requires
+//!   contains the example domain's confirm wording (`Please confirm the` / `Por favor, confirme o`);
+//!   the question is the stored `active_transaction`'s id and `arguments` after that turn. An execution of a tool that requires
 //!   confirmation must (a) have the transaction id and exactly the arguments of the *last*
 //!   question shown on an earlier turn ([`Kind::UnconfirmedArguments`]), and (b) happen on a turn
 //!   that started with that transaction `AWAITING_CONFIRMATION` and was a `confirm` action, or a
@@ -347,14 +346,16 @@ pub fn check(traces: &[TurnTrace]) -> Vec<Violation> {
             .replies
             .iter()
             .any(|r| CONFIRM_WORDING.iter().any(|w| r.contains(w)));
-        if let Some(tx) = after_active {
-            if asked && status_of(tx) == Some("AWAITING_CONFIRMATION") {
-                question = Some(Question {
-                    turn: k,
-                    tx: id_of(tx).unwrap_or_default().to_owned(),
-                    arguments: tx.get("arguments").cloned().unwrap_or(Value::Null),
-                });
-            }
+        // With no transaction in the latch (which would be a bug of its own) the question
+        // matches no execution at all.
+        if asked {
+            question = Some(Question {
+                turn: k,
+                tx: after_active.and_then(id_of).unwrap_or_default().to_owned(),
+                arguments: after_active
+                    .and_then(|tx| tx.get("arguments").cloned())
+                    .unwrap_or(Value::Null),
+            });
         }
     }
     out
