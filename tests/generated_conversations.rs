@@ -235,8 +235,9 @@ fn generated_conversations_keep_the_safety_invariants() {
     let elapsed = started.elapsed();
     println!(
         "generated conversations: {} checked, {} turns, seeds {first}..{}, {threads} threads, \
-         {:.1} s\n  executions {:?}\n  confirmed by button {}, by plain text {}; confirmation \
-         replies {}\n  crashes {} (re-issued executions {}), redeliveries {}\n  endings {:?}",
+         {:.1} s\n  executions {:?}\n  executing turns: confirm button {}, text with no model \
+         call {}; confirmation replies {}\n  crashes {} (re-issued executions {}), \
+         redeliveries {}\n  endings {:?}",
         tally.conversations,
         tally.turns,
         first.wrapping_add(count.saturating_sub(1)),
