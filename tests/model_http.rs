@@ -119,6 +119,7 @@ fn classifier_script(v: Value) -> ModelScript {
 fn classifier_request(message: &str) -> ClassifierRequest {
     ClassifierRequest {
         message: message.into(),
+        assistant: "retail-bot".into(),
         locale: Locale::En,
         history: Vec::new(),
         active_agent: None,
@@ -230,6 +231,7 @@ fn golden_chat_request_bodies() {
 
     let classifier = ClassifierRequest {
         message: "actually, can I talk to a person?".into(),
+        assistant: "retail-bot".into(),
         locale: Locale::En,
         history: vec![
             HistoryEntry {

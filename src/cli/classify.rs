@@ -177,6 +177,7 @@ pub async fn run(args: Args) -> u8 {
     }
     let request = ClassifierRequest {
         message: args.message.clone(),
+        assistant: String::new(),
         locale,
         history,
         active_agent,

@@ -21,8 +21,9 @@ use serde_json::Value;
 use crate::config::PLACEHOLDERS;
 use crate::config::{parse_yaml, read_file, unknown_placeholders, ConfigError, ConfigErrors};
 use crate::domain::catalog::{
-    Assistant, Catalog, DomainAgent, Localized, MessageSet, OnAttemptsExhausted, ParameterSpec,
-    TenantRule, Tool, ToolAccess, DEFAULT_END_SESSION_MESSAGE, DEFAULT_HUMAN_HANDOFF_MESSAGE,
+    Assistant, Catalog, DomainAgent, Examples, Localized, MessageSet, OnAttemptsExhausted,
+    ParameterSpec, SessionExamples, TenantRule, Tool, ToolAccess, DEFAULT_END_SESSION_MESSAGE,
+    DEFAULT_HUMAN_HANDOFF_MESSAGE,
 };
 use crate::domain::locale::Locale;
 use crate::domain::parameter::{EnumValue, IdPattern, ParameterKind};
@@ -90,6 +91,31 @@ struct RawAssistant {
     tools: BTreeMap<String, RawTool>,
     #[serde(default)]
     messages: BTreeMap<String, RawMessages>,
+    #[serde(default)]
+    session_examples: Option<RawSessionExamples>,
+}
+
+/// `examples: {en: [...], pt-BR: [...]}`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawExamples {
+    #[serde(default)]
+    en: Vec<String>,
+    #[serde(default, rename = "pt-BR")]
+    pt_br: Vec<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSessionExamples {
+    #[serde(default)]
+    human_handoff: Option<RawExamples>,
+    #[serde(default)]
+    end_session: Option<RawExamples>,
+    #[serde(default)]
+    cancel: Option<RawExamples>,
+    #[serde(default)]
+    out_of_scope: Option<RawExamples>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -316,6 +342,8 @@ struct RawTool {
     endpoint: Option<String>,
     #[serde(default)]
     pre_validation_endpoint: Option<String>,
+    #[serde(default)]
+    examples: Option<RawExamples>,
 }
 
 /// Per-locale overrides of the built-in reply templates; a key not given keeps the default.
@@ -851,6 +879,26 @@ impl Validator<'_> {
             }
         }
 
+        let raw_session = a.session_examples.unwrap_or_default();
+        let session_examples = SessionExamples {
+            human_handoff: self.examples(
+                &format!("{base}.session_examples.human_handoff"),
+                raw_session.human_handoff,
+            ),
+            end_session: self.examples(
+                &format!("{base}.session_examples.end_session"),
+                raw_session.end_session,
+            ),
+            cancel: self.examples(
+                &format!("{base}.session_examples.cancel"),
+                raw_session.cancel,
+            ),
+            out_of_scope: self.examples(
+                &format!("{base}.session_examples.out_of_scope"),
+                raw_session.out_of_scope,
+            ),
+        };
+
         if self.errors.len() > errors_before {
             return None;
         }
@@ -863,7 +911,33 @@ impl Validator<'_> {
             default_locale,
             router_profile,
             interpreter_profile,
+            session_examples,
         })
+    }
+
+    /// Example utterances, trimmed; an empty one is an error (it would match everything alike).
+    fn examples(&mut self, key: &str, raw: Option<RawExamples>) -> Examples {
+        let raw = raw.unwrap_or_default();
+        let mut out = Examples::new();
+        for (locale, list) in [(Locale::En, raw.en), (Locale::PtBr, raw.pt_br)] {
+            let mut texts = Vec::new();
+            for (i, text) in list.into_iter().enumerate() {
+                let text = text.trim().to_owned();
+                if text.is_empty() {
+                    self.err(
+                        format!("{key}.{}[{i}]", locale.tag()),
+                        "the example is empty",
+                        "write what a customer would say, or remove the entry",
+                    );
+                } else if !texts.contains(&text) {
+                    texts.push(text);
+                }
+            }
+            if !texts.is_empty() {
+                out.insert(locale, texts);
+            }
+        }
+        out
     }
 
     /// A tenant rule may name a tool that exists but failed validation; that is not a second error.
@@ -1173,6 +1247,7 @@ impl Validator<'_> {
         };
 
         let title = self.localized(raw.title, &name.replace('_', " "));
+        let examples = self.examples(&format!("{key}.examples"), raw.examples);
         if self.errors.len() > before {
             return None;
         }
@@ -1191,6 +1266,7 @@ impl Validator<'_> {
             },
             endpoint,
             pre_validation_endpoint,
+            examples,
         })
     }
 

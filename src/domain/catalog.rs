@@ -43,6 +43,19 @@ pub enum OnAttemptsExhausted {
     Handoff,
 }
 
+/// Example utterances per locale, as configured (trimmed, none empty).
+pub type Examples = BTreeMap<Locale, Vec<String>>;
+
+/// Example utterances of the labels that are not tools, for an embeddings decision model
+/// (SC-1): session control, the in-transaction cancel, and requests the assistant does not serve.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SessionExamples {
+    pub human_handoff: Examples,
+    pub end_session: Examples,
+    pub cancel: Examples,
+    pub out_of_scope: Examples,
+}
+
 /// One domain tool (a transaction runs exactly one).
 #[derive(Debug, Clone)]
 pub struct Tool {
@@ -59,6 +72,8 @@ pub struct Tool {
     pub endpoint: Option<String>,
     /// Where the tool pre-validates (same forms as `endpoint`); set only when `pre_validation` is.
     pub pre_validation_endpoint: Option<String>,
+    /// What customers say to ask for it, for an embeddings decision model.
+    pub examples: Examples,
 }
 
 impl Tool {
@@ -128,6 +143,7 @@ pub struct Assistant {
     /// Model profile names the router and the interpreter use.
     pub router_profile: String,
     pub interpreter_profile: String,
+    pub session_examples: SessionExamples,
 }
 
 impl Assistant {

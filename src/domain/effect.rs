@@ -28,6 +28,10 @@ pub struct TransactionSummary {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClassifierRequest {
     pub message: String,
+    /// The assistant (`agent_id`) the conversation talks to: an embeddings classifier compares
+    /// the message with that assistant's examples. Empty in answer logs of older releases.
+    #[serde(default)]
+    pub assistant: String,
     pub locale: Locale,
     /// At most `ROUTE_STICKINESS_HISTORY_TURNS` previous turns (SC-8).
     pub history: Vec<HistoryEntry>,

@@ -480,6 +480,7 @@ impl<'a> Run<'a> {
     fn classify(&mut self, text: &str) -> Flowing<Option<SessionControl>> {
         let request = ClassifierRequest {
             message: text.to_owned(),
+            assistant: self.turn.identity.agent_id.clone(),
             locale: self.turn.locale,
             history: self.recent_history(self.settings.route_stickiness_history_turns),
             active_agent: self.state.active_agent.clone(),
