@@ -86,21 +86,34 @@ fn main() -> ExitCode {
             }
         },
         Command::CheckConfig { config, profiles } => {
-            if let Err(e) = turnstile::config::agents::load_catalog(&config) {
-                eprintln!("turnstile: invalid configuration:\n{e}");
-                return ExitCode::from(EXIT_CONFIG);
-            }
+            let catalog = match turnstile::config::agents::load_catalog(&config) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("turnstile: invalid configuration:\n{e}");
+                    return ExitCode::from(EXIT_CONFIG);
+                }
+            };
+            let settings =
+                match turnstile::config::settings::settings_from_env(|k| std::env::var(k).ok()) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        eprintln!("turnstile: invalid settings:\n{e}");
+                        return ExitCode::from(EXIT_CONFIG);
+                    }
+                };
             if let Some(p) = profiles {
-                if let Err(e) = turnstile::config::profiles::load_profiles(&p) {
+                let checked = turnstile::config::profiles::load_profiles(&p).and_then(|profiles| {
+                    turnstile::config::profiles::check_profile_references(
+                        &catalog,
+                        &config.display().to_string(),
+                        &settings,
+                        &profiles,
+                    )
+                });
+                if let Err(e) = checked {
                     eprintln!("turnstile: invalid profiles:\n{e}");
                     return ExitCode::from(EXIT_CONFIG);
                 }
-            }
-            if let Err(e) =
-                turnstile::config::settings::settings_from_env(|k| std::env::var(k).ok())
-            {
-                eprintln!("turnstile: invalid settings:\n{e}");
-                return ExitCode::from(EXIT_CONFIG);
             }
             println!("configuration ok: {}", config.display());
             ExitCode::SUCCESS

@@ -9,6 +9,7 @@ use crate::domain::effect::TurnOutcome;
 pub const MODEL_REQUESTS_TOTAL: &str = "turnstile_model_requests_total";
 pub const MODEL_REQUEST_DURATION_SECONDS: &str = "turnstile_model_request_duration_seconds";
 pub const MODEL_FALLBACKS_TOTAL: &str = "turnstile_model_fallbacks_total";
+pub const DECISIONS_TOTAL: &str = "turnstile_decisions_total";
 pub const MODEL_SPECULATIVE_DISCARDED_TOTAL: &str = "turnstile_model_speculative_discarded_total";
 pub const MODEL_REQUESTS_WAITING: &str = "turnstile_model_requests_waiting";
 // Tool and pre-validation webhooks.
@@ -47,6 +48,12 @@ pub const STORE_BUCKETS_SECONDS: &[f64] = &[
 
 /// Registers help texts and units with the installed recorder.
 pub fn describe() {
+    describe_counter!(
+        DECISIONS_TOTAL,
+        Unit::Count,
+        "Model decisions by skill and deciding component (embeddings, llm, or fallback when no \
+         confident answer came)."
+    );
     describe_counter!(
         MODEL_REQUESTS_TOTAL,
         Unit::Count,

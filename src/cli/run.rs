@@ -8,8 +8,12 @@ use std::time::Duration;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
 
 use crate::config::{
-    agents::load_agents_file, profiles::load_profiles, settings::settings_from_env,
+    agents::load_agents_file,
+    profiles::{check_profile_references, load_profiles},
+    settings::settings_from_env,
 };
+use crate::model::configured::{ConfiguredModel, ConfiguredModelError, EmbeddingsSetup};
+use crate::model::embedding::EmbeddingModelError;
 use crate::model::http::OpenAiCompatibleModel;
 use crate::store::cql::{CqlConfig, ScyllaCheckpointStore};
 use crate::telemetry;
@@ -45,9 +49,16 @@ pub struct Args {
     /// Base URL for tool endpoints given as paths in the agents configuration.
     #[arg(long, env = "TURNSTILE_TOOLS_BASE_URL")]
     pub tools_base_url: Option<String>,
-    /// Overrides every model profile's base URL (a gateway, or a test server).
+    /// Overrides every chat model profile's base URL (a gateway, or a test server).
     #[arg(long, env = "TURNSTILE_MODEL_BASE_URL")]
     pub model_base_url: Option<String>,
+    /// Overrides every embeddings profile's base URL (e.g. http://127.0.0.1:8000/v1).
+    #[arg(long, env = "TURNSTILE_EMBEDDINGS_BASE_URL")]
+    pub embeddings_base_url: Option<String>,
+    /// Where embeddings profiles cache their fitted examples (by content hash), so a restart
+    /// neither re-embeds nor refits; unset = no cache.
+    #[arg(long, env = "TURNSTILE_EMBEDDINGS_CACHE_DIR")]
+    pub embeddings_cache_dir: Option<PathBuf>,
 }
 
 pub async fn run(args: Args) -> u8 {
@@ -65,20 +76,53 @@ pub async fn run(args: Args) -> u8 {
         Ok(s) => Arc::new(s),
         Err(e) => return config_error(&e.to_string()),
     };
+    if let Err(e) = check_profile_references(
+        &catalog,
+        &args.config.display().to_string(),
+        &settings,
+        &profiles,
+    ) {
+        return config_error(&e.to_string());
+    }
     let worker_config = match WorkerConfig::from_env(env) {
         Ok(c) => c,
         Err(e) => return config_error(&e.to_string()),
     };
-    let mut model =
-        match OpenAiCompatibleModel::new(catalog.clone(), settings.clone(), profiles, env) {
+    let max_concurrency = worker_config.model_max_concurrency;
+    let chat_setup = |m: OpenAiCompatibleModel| {
+        let m = match &args.model_base_url {
+            Some(url) => m.with_base_url_override(url),
+            None => m,
+        };
+        m.with_max_concurrency(max_concurrency)
+    };
+    let llm =
+        match OpenAiCompatibleModel::new(catalog.clone(), settings.clone(), profiles.clone(), env)
+            .and_then(chat_setup)
+        {
             Ok(m) => m,
             Err(e) => return config_error(&e.to_string()),
         };
-    if let Some(url) = &args.model_base_url {
-        model = model.with_base_url_override(url);
-    }
-    model = match model.with_max_concurrency(worker_config.model_max_concurrency) {
+    let setup = EmbeddingsSetup {
+        base_url: args.embeddings_base_url.clone(),
+        cache_dir: args.embeddings_cache_dir.clone(),
+    };
+    let model = match ConfiguredModel::build(
+        llm,
+        catalog.clone(),
+        settings.clone(),
+        profiles,
+        &setup,
+        &env,
+        chat_setup,
+    )
+    .await
+    {
         Ok(m) => m,
+        Err(ConfiguredModelError::Embeddings(EmbeddingModelError::Index(e))) => {
+            eprintln!("turnstile: {e}");
+            return EXIT_UNAVAILABLE;
+        }
         Err(e) => return config_error(&e.to_string()),
     };
     // A profile without an endpoint would make every turn fall back silently: refuse to start.

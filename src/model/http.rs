@@ -34,7 +34,7 @@ use metrics::{counter, gauge, histogram};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use serde_json::Value;
 
-use crate::config::profiles::{ModelProfile, Profiles};
+use crate::config::profiles::{ModelProfile, Profiles, Provider};
 use crate::domain::catalog::{Assistant, Catalog, Settings};
 use crate::domain::decision::{
     ClassifierDecision, InterpreterDecision, ModelAnswer, ModelFailure, RouterDecision, Skill,
@@ -319,6 +319,8 @@ impl OpenAiCompatibleModel {
         };
         let classifier_name = &settings.route_stickiness_llm_profile;
         let classifier = match profiles.get(classifier_name) {
+            // Served by `ConfiguredModel`'s embeddings model, not over chat completions.
+            Some(p) if p.provider == Provider::Embeddings => None,
             Some(p) => Some(Endpoint::new(p, &env)?),
             // With stickiness off the classifier is never called (SC-7).
             None if !settings.enable_route_stickiness => None,
@@ -347,6 +349,9 @@ impl OpenAiCompatibleModel {
                             used_by: format!("assistants.{id}.profiles.{role}"),
                             known: known(),
                         })?;
+                if profile.provider == Provider::Embeddings {
+                    continue;
+                }
                 endpoints.insert(name.clone(), Endpoint::new(profile, &env)?);
             }
         }

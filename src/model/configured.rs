@@ -1,0 +1,277 @@
+//! `ConfiguredModel`: the `DecisionModel` the worker runs — each skill (classifier, router,
+//! interpreter) is answered by the provider its profile names: an embeddings profile
+//! ([`EmbeddingModel`]) or a chat profile ([`OpenAiCompatibleModel`]).
+//!
+//! **Cascade** (beyond the seeds): an embeddings profile with `escalate_to: LLM_PROFILE` asks
+//! that LLM whenever its own answer is not confident (below the skill's threshold:
+//! `ROUTE_STICKINESS_CONFIDENCE_THRESHOLD`, `ROUTER_CONFIDENCE_THRESHOLD`,
+//! `INTERPRETER_CONFIDENCE_THRESHOLD`) or failed, so the LLM sees only the turns the embeddings
+//! cannot settle. Every decision is counted in `turnstile_decisions_total{skill, component}`:
+//! `embeddings` or `llm` for the component whose confident answer stands, `fallback` when none
+//! is confident (the engine then applies the seed's fallbacks).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use metrics::counter;
+
+use crate::config::profiles::{Profiles, Provider};
+use crate::domain::catalog::{Catalog, Settings};
+use crate::domain::decision::{
+    ClassifierDecision, InterpreterDecision, ModelAnswer, RouterDecision, Skill,
+};
+use crate::domain::effect::{ClassifierRequest, InterpreterRequest, RouterRequest};
+use crate::model::embedding::{EmbeddingModel, EmbeddingModelError};
+use crate::model::http::{ModelConfigError, OpenAiCompatibleModel};
+use crate::ports::{CallContext, DecisionModel};
+use crate::telemetry::DECISIONS_TOTAL;
+
+/// Where the embeddings profiles' calls go and where their fitted examples are cached.
+#[derive(Debug, Clone, Default)]
+pub struct EmbeddingsSetup {
+    /// Overrides every embeddings profile's `base_url` (`TURNSTILE_EMBEDDINGS_BASE_URL`).
+    pub base_url: Option<String>,
+    /// `TURNSTILE_EMBEDDINGS_CACHE_DIR`; `None` = no disk cache.
+    pub cache_dir: Option<PathBuf>,
+}
+
+#[derive(Clone)]
+pub struct ConfiguredModel {
+    llm: OpenAiCompatibleModel,
+    /// The chat model with every escalating embeddings profile replaced by its `escalate_to`.
+    escalation: Option<OpenAiCompatibleModel>,
+    embeddings: Arc<BTreeMap<String, EmbeddingModel>>,
+    profiles: Arc<Profiles>,
+    catalog: Arc<Catalog>,
+    settings: Arc<Settings>,
+}
+
+impl std::fmt::Debug for ConfiguredModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConfiguredModel")
+            .field("llm", &self.llm)
+            .field("embeddings", &self.embeddings.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfiguredModelError {
+    #[error(transparent)]
+    Config(#[from] ModelConfigError),
+    #[error(transparent)]
+    Embeddings(#[from] EmbeddingModelError),
+}
+
+impl ConfiguredModel {
+    /// `llm` is the chat model built from the same catalog, settings and profiles (with its
+    /// base-URL override and concurrency cap applied by the caller).
+    pub async fn build(
+        llm: OpenAiCompatibleModel,
+        catalog: Arc<Catalog>,
+        settings: Arc<Settings>,
+        profiles: Arc<Profiles>,
+        setup: &EmbeddingsSetup,
+        env: &dyn Fn(&str) -> Option<String>,
+        escalation_override: impl Fn(
+            OpenAiCompatibleModel,
+        ) -> Result<OpenAiCompatibleModel, ModelConfigError>,
+    ) -> Result<ConfiguredModel, ConfiguredModelError> {
+        let mut used: Vec<&str> = Vec::new();
+        if settings.enable_route_stickiness {
+            used.push(&settings.route_stickiness_llm_profile);
+        }
+        for a in catalog.assistants.values() {
+            used.push(&a.router_profile);
+            used.push(&a.interpreter_profile);
+        }
+        let mut embeddings = BTreeMap::new();
+        let mut escalates = false;
+        for name in used {
+            let Some(p) = profiles.get(name) else {
+                continue;
+            };
+            if p.provider != Provider::Embeddings || embeddings.contains_key(name) {
+                continue;
+            }
+            escalates |= p.escalate_to.is_some();
+            let model = EmbeddingModel::build(
+                p,
+                setup.base_url.as_deref(),
+                catalog.clone(),
+                setup.cache_dir.clone(),
+                env,
+            )
+            .await?;
+            embeddings.insert(name.to_owned(), model);
+        }
+        let escalation = if escalates {
+            let to = |name: &str| {
+                profiles
+                    .get(name)
+                    .and_then(|p| p.escalate_to.clone())
+                    .unwrap_or_else(|| name.to_owned())
+            };
+            let mut s = (*settings).clone();
+            s.route_stickiness_llm_profile = to(&s.route_stickiness_llm_profile);
+            let mut c = (*catalog).clone();
+            for a in c.assistants.values_mut() {
+                a.router_profile = to(&a.router_profile);
+                a.interpreter_profile = to(&a.interpreter_profile);
+            }
+            let model =
+                OpenAiCompatibleModel::new(Arc::new(c), Arc::new(s), profiles.clone(), env)?;
+            Some(escalation_override(model)?)
+        } else {
+            None
+        };
+        Ok(ConfiguredModel {
+            llm,
+            escalation,
+            embeddings: Arc::new(embeddings),
+            profiles,
+            catalog,
+            settings,
+        })
+    }
+
+    /// Fails when a chat profile in use has no usable base URL (see
+    /// [`OpenAiCompatibleModel::check_endpoints`]).
+    pub fn check_endpoints(&self) -> Result<(), ModelConfigError> {
+        self.llm.check_endpoints()?;
+        self.escalation
+            .as_ref()
+            .map_or(Ok(()), OpenAiCompatibleModel::check_endpoints)
+    }
+
+    fn embeddings_for(&self, profile: &str) -> Option<(&EmbeddingModel, bool)> {
+        let model = self.embeddings.get(profile)?;
+        let escalates = self
+            .profiles
+            .get(profile)
+            .is_some_and(|p| p.escalate_to.is_some())
+            && self.escalation.is_some();
+        Some((model, escalates))
+    }
+
+    fn router_profile(&self, assistant: &str) -> &str {
+        self.catalog
+            .assistant(assistant)
+            .map_or("", |a| a.router_profile.as_str())
+    }
+
+    fn interpreter_profile(&self, assistant: &str) -> &str {
+        self.catalog
+            .assistant(assistant)
+            .map_or("", |a| a.interpreter_profile.as_str())
+    }
+}
+
+/// Counts the decision by the component whose confident answer stands.
+fn count<T>(
+    skill: Skill,
+    answer: &ModelAnswer<T>,
+    confident: impl Fn(&T) -> bool,
+    component: &'static str,
+) {
+    let component = match answer {
+        Ok(a) if confident(a) => component,
+        _ => "fallback",
+    };
+    counter!(DECISIONS_TOTAL, "skill" => skill.as_str(), "component" => component).increment(1);
+}
+
+fn router_confidence(d: &RouterDecision) -> f64 {
+    match d {
+        RouterDecision::Route { confidence, .. } | RouterDecision::OutOfScope { confidence } => {
+            *confidence
+        }
+    }
+}
+
+impl DecisionModel for ConfiguredModel {
+    async fn classify(
+        &self,
+        request: &ClassifierRequest,
+        ctx: CallContext<'_>,
+    ) -> ModelAnswer<ClassifierDecision> {
+        let threshold = self.settings.route_stickiness_confidence_threshold;
+        let confident = |d: &ClassifierDecision| d.confidence >= threshold;
+        let skill = Skill::Classifier;
+        if let Some((model, escalates)) =
+            self.embeddings_for(&self.settings.route_stickiness_llm_profile)
+        {
+            let answer = model.classify(request).await;
+            if !escalates || answer.as_ref().is_ok_and(confident) {
+                count(skill, &answer, confident, "embeddings");
+                return answer;
+            }
+            let escalated = match &self.escalation {
+                Some(llm) => llm.classify(request, ctx).await,
+                None => answer,
+            };
+            count(skill, &escalated, confident, "llm");
+            return escalated;
+        }
+        let answer = self.llm.classify(request, ctx).await;
+        count(skill, &answer, confident, "llm");
+        answer
+    }
+
+    async fn route(
+        &self,
+        request: &RouterRequest,
+        ctx: CallContext<'_>,
+    ) -> ModelAnswer<RouterDecision> {
+        let threshold = self.settings.router_confidence_threshold;
+        let confident = |d: &RouterDecision| router_confidence(d) >= threshold;
+        let skill = Skill::Router;
+        if let Some((model, escalates)) =
+            self.embeddings_for(self.router_profile(&request.assistant))
+        {
+            let answer = model.route(request).await;
+            if !escalates || answer.as_ref().is_ok_and(confident) {
+                count(skill, &answer, confident, "embeddings");
+                return answer;
+            }
+            let escalated = match &self.escalation {
+                Some(llm) => llm.route(request, ctx).await,
+                None => answer,
+            };
+            count(skill, &escalated, confident, "llm");
+            return escalated;
+        }
+        let answer = self.llm.route(request, ctx).await;
+        count(skill, &answer, confident, "llm");
+        answer
+    }
+
+    async fn interpret(
+        &self,
+        request: &InterpreterRequest,
+        ctx: CallContext<'_>,
+    ) -> ModelAnswer<InterpreterDecision> {
+        let threshold = self.settings.interpreter_confidence_threshold;
+        let confident = |d: &InterpreterDecision| d.confidence >= threshold;
+        let skill = Skill::Interpreter;
+        if let Some((model, escalates)) =
+            self.embeddings_for(self.interpreter_profile(&request.assistant))
+        {
+            let answer = model.interpret(request).await;
+            if !escalates || answer.as_ref().is_ok_and(confident) {
+                count(skill, &answer, confident, "embeddings");
+                return answer;
+            }
+            let escalated = match &self.escalation {
+                Some(llm) => llm.interpret(request, ctx).await,
+                None => answer,
+            };
+            count(skill, &escalated, confident, "llm");
+            return escalated;
+        }
+        let answer = self.llm.interpret(request, ctx).await;
+        count(skill, &answer, confident, "llm");
+        answer
+    }
+}

