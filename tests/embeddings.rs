@@ -424,3 +424,85 @@ fn an_index_error_names_the_fix() {
     let e = EmbeddingModelError::Index(IndexError::Empty("shop-bot".into())).to_string();
     assert!(e.contains("add `examples:`"), "{e}");
 }
+
+#[test]
+fn eval_decisions_scores_first_turns_through_the_engine() {
+    // `turnstile eval decisions` on a small fixture: predicted labels come from what the turn
+    // did (a transaction started, handoff, end, else out of scope).
+    let dir = std::env::temp_dir().join(format!("turnstile-eval-dec-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp");
+    let profiles = dir.join("profiles.yaml");
+    let base = upstream();
+    std::fs::write(
+        &profiles,
+        format!("profiles:\n  route_continuity: {{provider: embeddings, model: e5-query, base_url: \"{base}\", timeout_seconds: 5}}\n  router: {{provider: embeddings, model: e5-query, base_url: \"{base}\", timeout_seconds: 5}}\n  interpreter: {{provider: embeddings, model: e5-query, base_url: \"{base}\", timeout_seconds: 5}}\n"),
+    )
+    .expect("write");
+    let data = dir.join("data.jsonl");
+    std::fs::write(
+        &data,
+        [
+            r#"{"text": "can I speak to a real human please", "locale": "en", "expect": "human_handoff"}"#,
+            r#"{"text": "quero falar com um atendente humano", "locale": "pt-BR", "expect": "human_handoff"}"#,
+            r#"{"text": "goodbye, that's all for today", "locale": "en", "expect": "end_session"}"#,
+            r#"{"text": "please cancel order PED-1001", "locale": "en", "expect": "retail_order_cancel"}"#,
+            r#"{"text": "onde está minha encomenda?", "locale": "pt-BR", "expect": "retail_order_tracking"}"#,
+            r#"{"text": "tell me a joke about cats", "locale": "en", "expect": "out_of_scope"}"#,
+        ]
+        .join("\n"),
+    )
+    .expect("write");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_turnstile"))
+        .args([
+            "eval",
+            "decisions",
+            "--config",
+            "tests/data/embeddings.agents.yaml",
+            "--json",
+        ])
+        .arg("--profiles")
+        .arg(&profiles)
+        .arg(&data)
+        .env_remove("TURNSTILE_EMBEDDINGS_BASE_URL")
+        .env_remove("TURNSTILE_EMBEDDINGS_CACHE_DIR")
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let report: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(report["count"], 6);
+    let accuracy = report["accuracy"].as_f64().expect("accuracy");
+    assert!(accuracy >= 5.0 / 6.0, "{report}");
+    assert_eq!(report["by_locale"]["pt-BR"]["count"], 2);
+    assert!(
+        report["by_expect"]["human_handoff"]["recall"].as_f64() == Some(1.0),
+        "{report}"
+    );
+    assert!(report["ms_per_decision_mean"]
+        .as_f64()
+        .is_some_and(|m| m > 0.0));
+    assert!(report["cpu_ms_per_decision_mean"].is_number());
+
+    // A bad line names itself.
+    std::fs::write(
+        &data,
+        "{\"text\": \"hi\", \"locale\": \"en\", \"expect\": \"weather\"}\n",
+    )
+    .expect("write");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_turnstile"))
+        .args([
+            "eval",
+            "decisions",
+            "--config",
+            "tests/data/embeddings.agents.yaml",
+        ])
+        .arg("--profiles")
+        .arg(&profiles)
+        .arg(&data)
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(64));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("line 1: expect `weather`"), "{stderr}");
+    let _ = std::fs::remove_dir_all(dir);
+}

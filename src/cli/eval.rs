@@ -3,14 +3,25 @@
 //! - `eval recogniser PATH [--split train|val|test] [--locale en] [--json] [--show-undecided]`:
 //!   the PR-6 confirmation recogniser on CLINC150's `yes` / `no` / `maybe` utterances.
 //!
+//! - `eval decisions --config FILE [--profiles FILE] DATA.jsonl [--json]`: first turns of fresh
+//!   conversations through the real engine and the configured model (see `eval::decisions`).
+//!
 //! Exit codes: 0 when the evaluation ran (whatever its figures), 64 when it could not (a file
 //! that cannot be read or is not in the expected format, a split that is not in it).
 
 use std::path::PathBuf;
 
+use std::sync::Arc;
+
+use crate::config::agents::load_catalog;
+use crate::config::profiles::{check_profile_references, load_profiles};
+use crate::config::settings::settings_from_env;
 use crate::domain::locale::Locale;
 use crate::eval::clinc150::Clinc150;
+use crate::eval::decisions::{self, parse_examples};
 use crate::eval::recogniser;
+use crate::model::configured::{ConfiguredModel, EmbeddingsSetup};
+use crate::model::http::OpenAiCompatibleModel;
 
 pub const EXIT_CONFIG: u8 = 64;
 
@@ -19,6 +30,36 @@ pub enum Command {
     /// The confirmation recogniser (PR-6) on CLINC150's yes / no / maybe utterances: polarity
     /// errors (with the utterances) and the recall of yes and no.
     Recogniser(RecogniserArgs),
+    /// First turns through the real engine and the configured model, scored against
+    /// expectations: accuracy overall, per expectation and per locale, confusions, time.
+    Decisions(DecisionsArgs),
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct DecisionsArgs {
+    /// JSONL: {"text", "locale": "en"|"pt-BR", "expect": <tool>|out_of_scope|human_handoff|end_session}.
+    pub data: PathBuf,
+    /// Agents configuration.
+    #[arg(long, default_value = "config/agents.example.yaml")]
+    pub config: PathBuf,
+    /// Model profiles file.
+    #[arg(long, default_value = "config/profiles.embeddings.yaml")]
+    pub profiles: PathBuf,
+    /// The assistant (agent_id) the turns talk to [default: the only one configured].
+    #[arg(long)]
+    pub assistant: Option<String>,
+    /// Overrides every embeddings profile's base URL.
+    #[arg(long, env = "TURNSTILE_EMBEDDINGS_BASE_URL")]
+    pub embeddings_base_url: Option<String>,
+    /// Cache of fitted examples (as for `turnstile run`).
+    #[arg(long, env = "TURNSTILE_EMBEDDINGS_CACHE_DIR")]
+    pub embeddings_cache_dir: Option<PathBuf>,
+    /// Overrides every chat profile's base URL.
+    #[arg(long, env = "TURNSTILE_MODEL_BASE_URL")]
+    pub model_base_url: Option<String>,
+    /// Print one JSON object instead of the text report.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -43,7 +84,148 @@ pub struct RecogniserArgs {
 pub fn run(command: Command) -> u8 {
     match command {
         Command::Recogniser(args) => run_recogniser(args),
+        Command::Decisions(args) => match tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt.block_on(run_decisions(args)),
+            Err(e) => {
+                eprintln!("turnstile eval decisions: cannot start the async runtime: {e}");
+                70
+            }
+        },
     }
+}
+
+async fn run_decisions(args: DecisionsArgs) -> u8 {
+    let fail = |m: String| {
+        eprintln!("turnstile eval decisions: {m}");
+        EXIT_CONFIG
+    };
+    let env = |k: &str| std::env::var(k).ok();
+    let catalog = match load_catalog(&args.config) {
+        Ok(c) => Arc::new(c),
+        Err(e) => return fail(format!("invalid configuration:\n{e}")),
+    };
+    let settings = match settings_from_env(env) {
+        Ok(s) => Arc::new(s),
+        Err(e) => return fail(format!("invalid settings:\n{e}")),
+    };
+    let profiles = match load_profiles(&args.profiles).and_then(|p| {
+        check_profile_references(&catalog, &args.config.display().to_string(), &settings, &p)
+            .map(|()| p)
+    }) {
+        Ok(p) => Arc::new(p),
+        Err(e) => return fail(format!("invalid profiles:\n{e}")),
+    };
+    let assistant = match &args.assistant {
+        Some(a) if catalog.assistant(a).is_some() => a.clone(),
+        Some(a) => {
+            return fail(format!(
+                "assistant `{a}` is not configured in {}",
+                args.config.display()
+            ))
+        }
+        None if catalog.assistants.len() == 1 => catalog
+            .assistants
+            .keys()
+            .next()
+            .cloned()
+            .unwrap_or_default(),
+        None => {
+            return fail(
+                "the configuration has several assistants: name one with --assistant".into(),
+            )
+        }
+    };
+    let tools: Vec<String> = catalog
+        .assistant(&assistant)
+        .map(|a| a.tools.keys().cloned().collect())
+        .unwrap_or_default();
+    let examples = match std::fs::read_to_string(&args.data)
+        .map_err(|e| format!("cannot read {}: {e}", args.data.display()))
+        .and_then(|text| {
+            parse_examples(&text, &tools).map_err(|e| format!("{}: {e}", args.data.display()))
+        }) {
+        Ok(x) => x,
+        Err(e) => return fail(e),
+    };
+    let base_url = args.model_base_url.clone();
+    let chat = move |m: OpenAiCompatibleModel| {
+        Ok(match &base_url {
+            Some(url) => m.with_base_url_override(url),
+            None => m,
+        })
+    };
+    let llm =
+        match OpenAiCompatibleModel::new(catalog.clone(), settings.clone(), profiles.clone(), env)
+            .and_then(&chat)
+        {
+            Ok(m) => m,
+            Err(e) => return fail(e.to_string()),
+        };
+    let setup = EmbeddingsSetup {
+        base_url: args.embeddings_base_url.clone(),
+        cache_dir: args.embeddings_cache_dir.clone(),
+    };
+    let model = match ConfiguredModel::build(
+        llm,
+        catalog.clone(),
+        settings.clone(),
+        profiles,
+        &setup,
+        &env,
+        &chat,
+    )
+    .await
+    {
+        Ok(m) => m,
+        Err(e) => return fail(e.to_string()),
+    };
+    match decisions::evaluate(
+        &catalog,
+        &settings,
+        &assistant,
+        &model,
+        &examples,
+        process_cpu_seconds,
+    )
+    .await
+    {
+        Ok(report) if args.json => match serde_json::to_string(&report) {
+            Ok(json) => {
+                println!("{json}");
+                0
+            }
+            Err(e) => fail(format!("cannot encode the report: {e}")),
+        },
+        Ok(report) => {
+            print!("{}", report.render());
+            0
+        }
+        Err(e) => fail(e),
+    }
+}
+
+/// CPU seconds of this process, all threads (Linux `/proc/self/stat` utime + stime); 0 elsewhere.
+fn process_cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // Fields after the command name (which may hold spaces) start at state (field 3).
+    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+        return 0.0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime are fields 14 and 15, i.e. 11 and 12 after the state; USER_HZ is 100 on Linux.
+    (ticks(11) + ticks(12)) / 100.0
 }
 
 fn run_recogniser(args: RecogniserArgs) -> u8 {

@@ -2,4 +2,5 @@
 //! real utterances in, figures out. Nothing here talks to Kafka or the store.
 
 pub mod clinc150;
+pub mod decisions;
 pub mod recogniser;
