@@ -215,7 +215,7 @@ pub fn score(
             examples: texts.into_iter().take(3).collect(),
         })
         .collect();
-    confusions.sort_by(|a, b| b.count.cmp(&a.count));
+    confusions.sort_by_key(|c| std::cmp::Reverse(c.count));
     confusions.truncate(10);
     let mut sorted = wall_ms.to_vec();
     sorted.sort_by(f64::total_cmp);
