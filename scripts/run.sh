@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Runs the worker on this machine: starts Kafka + Cassandra (scripts/services.sh) if needed,
-# creates the checkpoint schema, and runs `turnstile run` in the foreground with the example
-# configuration (Ctrl-C drains and stops it). Set TURNSTILE_MODEL_BASE_URL and the profiles'
-# API-key variables to talk to a real model; without one every model call falls back safely.
+# Runs the worker on this machine: starts the local services (scripts/services.sh: Kafka, Cassandra
+# and the embeddings server on 127.0.0.1:8000) if needed, creates the checkpoint schema, starts the
+# example tool service (examples/tool_service, 127.0.0.1:8081) unless TURNSTILE_TOOLS_BASE_URL names
+# your own, and runs `turnstile run` in the foreground with the example configuration (Ctrl-C or
+# SIGTERM drains and stops it, then the tool service). Set TURNSTILE_MODEL_BASE_URL (an
+# OpenAI-compatible chat endpoint) and the profiles' API-key variables: the worker refuses to start
+# while a profile has no base_url and no override names one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/services.sh up
@@ -13,7 +16,60 @@ export TURNSTILE_BROKERS="${TURNSTILE_BROKERS:-$KAFKA_BROKERS}"
 export TURNSTILE_CQL_CONTACT="${TURNSTILE_CQL_CONTACT:-$CQL_CONTACT}"
 export TURNSTILE_CREATE_TOPICS="${TURNSTILE_CREATE_TOPICS:-true}"
 export TURNSTILE_LISTEN="${TURNSTILE_LISTEN:-127.0.0.1:9464}"
-# The example profiles name no endpoint; point them at a local OpenAI-compatible server
-# (vLLM's default port) unless told otherwise. Without one, model calls fall back safely.
-export TURNSTILE_MODEL_BASE_URL="${TURNSTILE_MODEL_BASE_URL:-http://127.0.0.1:8000/v1}"
-exec ./target/release/turnstile run "$@"
+# No default model endpoint: port 8000 is the embeddings server's now (a chat call there only gets a
+# 404), and a model server is the user's to name. TURNSTILE_MODEL_BASE_URL passes through when set.
+if [[ -z "${TURNSTILE_MODEL_BASE_URL:-}" ]]; then
+  echo "[run] note: TURNSTILE_MODEL_BASE_URL is not set; unless every profile of the profiles file has a" \
+    "base_url the worker will refuse to start. Fix: TURNSTILE_MODEL_BASE_URL=http://HOST:PORT/v1 bash scripts/run.sh" \
+    "(an OpenAI-compatible chat server; not :8000, which is the embeddings server)" >&2
+fi
+# The embeddings server of services.sh, unless told otherwise (absent with EMBEDDINGS_ENABLED=0).
+if [[ -n "${TURNSTILE_EMBEDDINGS_BASE_URL:-${EMBEDDINGS_BASE_URL:-}}" ]]; then
+  export TURNSTILE_EMBEDDINGS_BASE_URL="${TURNSTILE_EMBEDDINGS_BASE_URL:-$EMBEDDINGS_BASE_URL}"
+fi
+
+tools_pid=""
+stop_tools() {
+  [[ -n "$tools_pid" ]] || return 0
+  kill -TERM "$tools_pid" 2>/dev/null || true
+  wait "$tools_pid" 2>/dev/null || true
+}
+trap stop_tools EXIT
+
+if [[ -z "${TURNSTILE_TOOLS_BASE_URL:-}" ]]; then
+  tools_port="${TOOL_SERVICE_PORT:-8081}"
+  tools_url="http://127.0.0.1:$tools_port"
+  tools_log=.cache/services/run/logs/tool_service.log
+  if (exec 3<>"/dev/tcp/127.0.0.1/$tools_port") 2>/dev/null; then
+    echo "[run] ERROR: port 127.0.0.1:$tools_port is taken, so the example tool service cannot start there." \
+      "If that is your tool service: TURNSTILE_TOOLS_BASE_URL=$tools_url bash scripts/run.sh;" \
+      "else stop that process or use another port: TOOL_SERVICE_PORT=18081 bash scripts/run.sh" >&2
+    exit 1
+  fi
+  mkdir -p "$(dirname "$tools_log")"
+  # A background job of a non-interactive shell ignores SIGINT, so Ctrl-C leaves the tool service
+  # up while the worker drains (its in-flight executions still need it); stop_tools ends it after.
+  python3 examples/tool_service/tool_service.py --host 127.0.0.1 --port "$tools_port" 2>>"$tools_log" &
+  tools_pid=$!
+  for _ in $(seq 100); do
+    curl -fs -o /dev/null --max-time 1 "$tools_url/health" && break
+    if ! kill -0 "$tools_pid" 2>/dev/null; then
+      tail -n 20 "$tools_log" >&2
+      echo "[run] ERROR: the example tool service exited at start (log: $tools_log)" >&2
+      exit 1
+    fi
+    sleep 0.1
+  done
+  curl -fs -o /dev/null --max-time 1 "$tools_url/health" ||
+    { echo "[run] ERROR: the example tool service is not answering $tools_url/health after 10 s (log: $tools_log)" >&2; exit 1; }
+  echo "[run] example tool service on $tools_url (pid $tools_pid, log $tools_log)"
+  export TURNSTILE_TOOLS_BASE_URL="$tools_url"
+fi
+
+# In the background with `wait`, so that a SIGTERM to this script reaches the worker at once (bash
+# runs traps only between commands) and the EXIT trap still stops the tool service afterwards.
+./target/release/turnstile run "$@" &
+worker=$!
+trap 'kill -TERM "$worker" 2>/dev/null || true' INT TERM
+while kill -0 "$worker" 2>/dev/null; do wait "$worker" || true; done
+wait "$worker"   # the worker's own exit status (bash keeps it), which becomes this script's
