@@ -3,9 +3,9 @@
 # and the embeddings server on 127.0.0.1:8000) if needed, creates the checkpoint schema, starts the
 # example tool service (examples/tool_service, 127.0.0.1:8081) unless TURNSTILE_TOOLS_BASE_URL names
 # your own, and runs `turnstile run` in the foreground with the example configuration (Ctrl-C or
-# SIGTERM drains and stops it, then the tool service). Set TURNSTILE_MODEL_BASE_URL (an
-# OpenAI-compatible chat endpoint) and the profiles' API-key variables: the worker refuses to start
-# while a profile has no base_url and no override names one.
+# SIGTERM drains and stops it, then the tool service). Without TURNSTILE_MODEL_BASE_URL the
+# embeddings profiles decide (config/profiles.embeddings.yaml, no API key needed); set it (an
+# OpenAI-compatible chat endpoint) and the profiles' API-key variables to use the LLM profiles.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/services.sh up
@@ -16,13 +16,20 @@ export TURNSTILE_BROKERS="${TURNSTILE_BROKERS:-$KAFKA_BROKERS}"
 export TURNSTILE_CQL_CONTACT="${TURNSTILE_CQL_CONTACT:-$CQL_CONTACT}"
 export TURNSTILE_CREATE_TOPICS="${TURNSTILE_CREATE_TOPICS:-true}"
 export TURNSTILE_LISTEN="${TURNSTILE_LISTEN:-127.0.0.1:9464}"
-# No default model endpoint: port 8000 is the embeddings server's now (a chat call there only gets a
-# 404), and a model server is the user's to name. TURNSTILE_MODEL_BASE_URL passes through when set.
-if [[ -z "${TURNSTILE_MODEL_BASE_URL:-}" ]]; then
-  echo "[run] note: TURNSTILE_MODEL_BASE_URL is not set; unless every profile of the profiles file has a" \
-    "base_url the worker will refuse to start. Fix: TURNSTILE_MODEL_BASE_URL=http://HOST:PORT/v1 bash scripts/run.sh" \
-    "(an OpenAI-compatible chat server; not :8000, which is the embeddings server)" >&2
+# Which models decide: with a chat endpoint (TURNSTILE_MODEL_BASE_URL) the LLM profiles of
+# config/profiles.example.yaml; without one, the embeddings profiles of
+# config/profiles.embeddings.yaml against the local embeddings server (port 8000), so the quick
+# start routes, hands off and ends sessions with no API key. TURNSTILE_PROFILES wins over both.
+if [[ -z "${TURNSTILE_PROFILES:-}" ]]; then
+  if [[ -n "${TURNSTILE_MODEL_BASE_URL:-}" ]]; then
+    export TURNSTILE_PROFILES=config/profiles.example.yaml
+  else
+    export TURNSTILE_PROFILES=config/profiles.embeddings.yaml
+  fi
 fi
+echo "[run] model profiles: $TURNSTILE_PROFILES"
+# Example vectors and fitted heads, by content hash: a restart does not re-embed.
+export TURNSTILE_EMBEDDINGS_CACHE_DIR="${TURNSTILE_EMBEDDINGS_CACHE_DIR:-.cache/embeddings}"
 # The embeddings server of services.sh, unless told otherwise (absent with EMBEDDINGS_ENABLED=0).
 if [[ -n "${TURNSTILE_EMBEDDINGS_BASE_URL:-${EMBEDDINGS_BASE_URL:-}}" ]]; then
   export TURNSTILE_EMBEDDINGS_BASE_URL="${TURNSTILE_EMBEDDINGS_BASE_URL:-$EMBEDDINGS_BASE_URL}"
