@@ -328,25 +328,25 @@ async fn every_fault_is_a_fallback_with_its_reason() {
         .expect("built through the proxy");
     let request = classify_request("I want a person", None);
     assert!(model.classify(&request, ctx()).await.is_ok());
+    // The same message again (the router after the classifier) is not embedded twice: it is
+    // answered even while the server fails.
+    *fault.lock().expect("lock") = Fault::Status500;
+    assert!(model.classify(&request, ctx()).await.is_ok());
     for (f, expected) in [
         (Fault::Slow, ModelFailure::Timeout),
         (Fault::WrongDimension, ModelFailure::InvalidJson),
         (Fault::Status500, ModelFailure::Error),
     ] {
         *fault.lock().expect("lock") = f;
+        // Distinct texts: a message embedded once is reused by the turn's next decision.
+        let tag = format!("{expected:?}");
+        let request = classify_request(&format!("I want a person ({tag})"), None);
         assert_eq!(model.classify(&request, ctx()).await, Err(expected));
+        let route = route_request(&format!("cancel my order ({tag})"));
+        assert_eq!(model.route(&route, ctx()).await.err(), Some(expected));
+        let interpret = contestation(&format!("forget it ({tag})"));
         assert_eq!(
-            model
-                .route(&route_request("cancel my order"), ctx())
-                .await
-                .err(),
-            Some(expected)
-        );
-        assert_eq!(
-            model
-                .interpret(&contestation("forget it"), ctx())
-                .await
-                .err(),
+            model.interpret(&interpret, ctx()).await.err(),
             Some(expected)
         );
     }

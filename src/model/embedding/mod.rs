@@ -91,8 +91,17 @@ impl EmbeddingModel {
             tracing::warn!(profile = %self.profile, assistant, "No examples are fitted for this assistant; the engine falls back.");
             return Err(crate::domain::decision::ModelFailure::Error);
         };
+        if let Some(v) = recent::get(self.client.space(), text) {
+            if v.len() == index.dim() {
+                return Ok((v, index));
+            }
+        }
         match self.client.embed(&[text]).await {
-            Ok(mut v) if v.len() == 1 && v[0].len() == index.dim() => Ok((v.remove(0), index)),
+            Ok(mut v) if v.len() == 1 && v[0].len() == index.dim() => {
+                let v = v.remove(0);
+                recent::put(self.client.space(), text, &v);
+                Ok((v, index))
+            }
             Ok(v) => {
                 let e = EmbeddingsError::Dimension {
                     expected: index.dim(),
@@ -266,6 +275,40 @@ pub fn interpret_from(
             }
         }
         _ => unclear(f64::from(*top_p)),
+    }
+}
+
+/// The vectors of the last few messages: one turn asks the classifier, then the router (and
+/// maybe the interpreter) about the same message, and each would embed it again.
+mod recent {
+    use std::collections::VecDeque;
+    use std::sync::{Mutex, OnceLock};
+
+    const CAPACITY: usize = 512;
+
+    type Entries = VecDeque<(String, String, Vec<f32>)>;
+
+    fn entries() -> &'static Mutex<Entries> {
+        static RECENT: OnceLock<Mutex<Entries>> = OnceLock::new();
+        RECENT.get_or_init(|| Mutex::new(VecDeque::with_capacity(CAPACITY)))
+    }
+
+    pub fn get(space: &str, text: &str) -> Option<Vec<f32>> {
+        let entries = entries().lock().ok()?;
+        entries
+            .iter()
+            .rev()
+            .find(|(s, t, _)| s == space && t == text)
+            .map(|(_, _, v)| v.clone())
+    }
+
+    pub fn put(space: &str, text: &str, vector: &[f32]) {
+        if let Ok(mut entries) = entries().lock() {
+            if entries.len() == CAPACITY {
+                entries.pop_front();
+            }
+            entries.push_back((space.to_owned(), text.to_owned(), vector.to_vec()));
+        }
     }
 }
 
