@@ -11,6 +11,7 @@
 //! is confident (the engine then applies the seed's fallbacks).
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -190,6 +191,36 @@ fn router_confidence(d: &RouterDecision) -> f64 {
     }
 }
 
+/// The embeddings answer when it is confident (or nothing escalates), else the escalation LLM's;
+/// the chat model when the skill's profile is not an embeddings one. Futures start only when
+/// awaited, so the ones not taken cost nothing.
+async fn cascade<T, E, X, L>(
+    skill: Skill,
+    confident: impl Fn(&T) -> bool,
+    embeddings: Option<(E, Option<X>)>,
+    llm: L,
+) -> ModelAnswer<T>
+where
+    E: Future<Output = ModelAnswer<T>>,
+    X: Future<Output = ModelAnswer<T>>,
+    L: Future<Output = ModelAnswer<T>>,
+{
+    let (answer, component) = match embeddings {
+        Some((embedded, escalation)) => {
+            let answer = embedded.await;
+            match escalation {
+                Some(escalated) if !answer.as_ref().is_ok_and(&confident) => {
+                    (escalated.await, "llm")
+                }
+                _ => (answer, "embeddings"),
+            }
+        }
+        None => (llm.await, "llm"),
+    };
+    count(skill, &answer, confident, component);
+    answer
+}
+
 impl DecisionModel for ConfiguredModel {
     async fn classify(
         &self,
@@ -197,26 +228,22 @@ impl DecisionModel for ConfiguredModel {
         ctx: CallContext<'_>,
     ) -> ModelAnswer<ClassifierDecision> {
         let threshold = self.settings.route_stickiness_confidence_threshold;
-        let confident = |d: &ClassifierDecision| d.confidence >= threshold;
-        let skill = Skill::Classifier;
-        if let Some((model, escalates)) =
-            self.embeddings_for(&self.settings.route_stickiness_llm_profile)
-        {
-            let answer = model.classify(request).await;
-            if !escalates || answer.as_ref().is_ok_and(confident) {
-                count(skill, &answer, confident, "embeddings");
-                return answer;
-            }
-            let escalated = match &self.escalation {
-                Some(llm) => llm.classify(request, ctx).await,
-                None => answer,
-            };
-            count(skill, &escalated, confident, "llm");
-            return escalated;
-        }
-        let answer = self.llm.classify(request, ctx).await;
-        count(skill, &answer, confident, "llm");
-        answer
+        let embeddings = self
+            .embeddings_for(&self.settings.route_stickiness_llm_profile)
+            .map(|(model, escalates)| {
+                let escalation = self.escalation.as_ref().filter(|_| escalates);
+                (
+                    model.classify(request),
+                    escalation.map(|llm| llm.classify(request, ctx)),
+                )
+            });
+        cascade(
+            Skill::Classifier,
+            |d: &ClassifierDecision| d.confidence >= threshold,
+            embeddings,
+            self.llm.classify(request, ctx),
+        )
+        .await
     }
 
     async fn route(
@@ -225,26 +252,22 @@ impl DecisionModel for ConfiguredModel {
         ctx: CallContext<'_>,
     ) -> ModelAnswer<RouterDecision> {
         let threshold = self.settings.router_confidence_threshold;
-        let confident = |d: &RouterDecision| router_confidence(d) >= threshold;
-        let skill = Skill::Router;
-        if let Some((model, escalates)) =
-            self.embeddings_for(self.router_profile(&request.assistant))
-        {
-            let answer = model.route(request).await;
-            if !escalates || answer.as_ref().is_ok_and(confident) {
-                count(skill, &answer, confident, "embeddings");
-                return answer;
-            }
-            let escalated = match &self.escalation {
-                Some(llm) => llm.route(request, ctx).await,
-                None => answer,
-            };
-            count(skill, &escalated, confident, "llm");
-            return escalated;
-        }
-        let answer = self.llm.route(request, ctx).await;
-        count(skill, &answer, confident, "llm");
-        answer
+        let embeddings = self
+            .embeddings_for(self.router_profile(&request.assistant))
+            .map(|(model, escalates)| {
+                let escalation = self.escalation.as_ref().filter(|_| escalates);
+                (
+                    model.route(request),
+                    escalation.map(|llm| llm.route(request, ctx)),
+                )
+            });
+        cascade(
+            Skill::Router,
+            |d: &RouterDecision| router_confidence(d) >= threshold,
+            embeddings,
+            self.llm.route(request, ctx),
+        )
+        .await
     }
 
     async fn interpret(
@@ -253,25 +276,21 @@ impl DecisionModel for ConfiguredModel {
         ctx: CallContext<'_>,
     ) -> ModelAnswer<InterpreterDecision> {
         let threshold = self.settings.interpreter_confidence_threshold;
-        let confident = |d: &InterpreterDecision| d.confidence >= threshold;
-        let skill = Skill::Interpreter;
-        if let Some((model, escalates)) =
-            self.embeddings_for(self.interpreter_profile(&request.assistant))
-        {
-            let answer = model.interpret(request).await;
-            if !escalates || answer.as_ref().is_ok_and(confident) {
-                count(skill, &answer, confident, "embeddings");
-                return answer;
-            }
-            let escalated = match &self.escalation {
-                Some(llm) => llm.interpret(request, ctx).await,
-                None => answer,
-            };
-            count(skill, &escalated, confident, "llm");
-            return escalated;
-        }
-        let answer = self.llm.interpret(request, ctx).await;
-        count(skill, &answer, confident, "llm");
-        answer
+        let embeddings = self
+            .embeddings_for(self.interpreter_profile(&request.assistant))
+            .map(|(model, escalates)| {
+                let escalation = self.escalation.as_ref().filter(|_| escalates);
+                (
+                    model.interpret(request),
+                    escalation.map(|llm| llm.interpret(request, ctx)),
+                )
+            });
+        cascade(
+            Skill::Interpreter,
+            |d: &InterpreterDecision| d.confidence >= threshold,
+            embeddings,
+            self.llm.interpret(request, ctx),
+        )
+        .await
     }
 }
