@@ -93,6 +93,8 @@ pub struct DecisionsReport {
     pub accuracy: f64,
     pub by_expect: BTreeMap<String, LabelScore>,
     pub by_locale: BTreeMap<String, LocaleScore>,
+    /// Every (expect, predicted) pair that differed, most frequent first (the text report shows
+    /// the first 10).
     pub confusions: Vec<Confusion>,
     /// Model calls by skill over the whole run.
     pub model_calls: BTreeMap<String, usize>,
@@ -216,7 +218,6 @@ pub fn score(
         })
         .collect();
     confusions.sort_by_key(|c| std::cmp::Reverse(c.count));
-    confusions.truncate(10);
     let mut sorted = wall_ms.to_vec();
     sorted.sort_by(f64::total_cmp);
     let p95 = sorted
@@ -281,7 +282,7 @@ impl DecisionsReport {
         out.push_str(&format!("model calls: {}\n", calls.join(", ")));
         if !self.confusions.is_empty() {
             out.push_str("worst confusions (expect → predicted):\n");
-            for c in &self.confusions {
+            for c in self.confusions.iter().take(10) {
                 out.push_str(&format!(
                     "  {} → {}: {} e.g. {:?}\n",
                     c.expect, c.predicted, c.count, c.examples

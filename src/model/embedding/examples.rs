@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::catalog::{Assistant, Examples};
 use crate::model::embedding::client::{EmbeddingsClient, EmbeddingsError};
-use crate::model::embedding::head::{FitOptions, LinearHead};
+use crate::model::embedding::head::{FitOptions, LinearHead, FIT_VERSION};
 
 /// Texts per embeddings call while building.
 const BATCH: usize = 32;
@@ -170,7 +170,7 @@ pub async fn embed_all(
 }
 
 /// A content hash (UUID v5, SHA-1 based) of the vector space, the labelled texts and, for a
-/// head, the fit options.
+/// head, the fit options and arithmetic version.
 fn content_key(
     space: &str,
     examples: &[(Label, String)],
@@ -181,7 +181,7 @@ fn content_key(
         bytes.extend_from_slice(format!("\n{label:?}\t{text}").as_bytes());
     }
     if let Some(o) = options {
-        bytes.extend_from_slice(format!("\n{o:?}").as_bytes());
+        bytes.extend_from_slice(format!("\n{o:?} v{FIT_VERSION}").as_bytes());
     }
     uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, &bytes)
 }
