@@ -506,3 +506,84 @@ fn eval_decisions_scores_first_turns_through_the_engine() {
     assert!(stderr.contains("line 1: expect `weather`"), "{stderr}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn eval_clinc150_reports_in_scope_accuracy_and_oos_recall_at_a_val_threshold() {
+    // `turnstile eval clinc150` on a CLINC-format fixture (6 intents of 3 domains, utterances of
+    // CLINC150's train and val splits; its `test` part is more train utterances, not CLINC's
+    // held-out test split). The threshold comes from val + oos_val; the report is of the split
+    // asked.
+    let dir = std::env::temp_dir().join(format!("turnstile-eval-clinc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp");
+    let profiles = dir.join("profiles.yaml");
+    let base = upstream();
+    std::fs::write(
+        &profiles,
+        format!("profiles:\n  router: {{provider: embeddings, model: e5-query, base_url: \"{base}\", timeout_seconds: 5}}\n  chat: {{provider: openai_compatible, model: m, base_url: \"http://127.0.0.1:9/v1\", temperature: 0, max_tokens: 10, timeout_seconds: 1}}\n"),
+    )
+    .expect("write");
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_turnstile"))
+            .args(["eval", "clinc150", "tests/data/clinc150.fixture.json"])
+            .args(args)
+            .arg("--profiles")
+            .arg(&profiles)
+            .arg("--embeddings-cache-dir")
+            .arg(dir.join("cache"))
+            .env_remove("TURNSTILE_EMBEDDINGS_BASE_URL")
+            .output()
+            .expect("run")
+    };
+    for split in ["val", "test"] {
+        let out = run(&["--split", split, "--json"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        let report: Value = serde_json::from_slice(&out.stdout).expect("json");
+        assert_eq!(report["split"], split);
+        assert_eq!(report["in_scope_count"], 24, "{report}");
+        assert_eq!(report["oos_count"], 6, "{report}");
+        assert_eq!(
+            (report["intents"].clone(), report["domains"].clone()),
+            (6.into(), 3.into())
+        );
+        assert_eq!(report["fallbacks"], 0, "{report}");
+        let accuracy = report["in_scope_accuracy"].as_f64().expect("accuracy");
+        // Six far-apart intents from 12 examples each: a broken head or threshold scores far less.
+        assert!(accuracy >= 0.8, "{report}");
+        assert!(report["oos_recall"]
+            .as_f64()
+            .is_some_and(|r| (0.0..=1.0).contains(&r)));
+        assert!(report["oos_precision"].is_number());
+        let threshold = report["threshold"].as_f64().expect("threshold");
+        assert!((0.0..=1.0).contains(&threshold), "{report}");
+        assert!(report["ms_per_decision_mean"]
+            .as_f64()
+            .is_some_and(|m| m > 0.0));
+    }
+
+    // Another embeddings profile name, a chat profile, or a split the file lacks: clear errors.
+    let out = run(&["--profile", "chat"]);
+    assert_eq!(out.status.code(), Some(64));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("name an embeddings profile"), "{stderr}");
+    let no_test = dir.join("train_val.json");
+    std::fs::write(
+        &no_test,
+        r#"{"train": [["what's my balance", "balance"]], "val": [], "oos_train": [], "oos_val": []}"#,
+    )
+    .expect("write");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_turnstile"))
+        .args(["eval", "clinc150", "--split", "test"])
+        .arg(&no_test)
+        .arg("--profiles")
+        .arg(&profiles)
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(64));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("no split `test`") && stderr.contains("data_full.json"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -6,6 +6,9 @@
 //! - `eval decisions --config FILE [--profiles FILE] DATA.jsonl [--json]`: first turns of fresh
 //!   conversations through the real engine and the configured model (see `eval::decisions`).
 //!
+//! - `eval clinc150 PATH [--split val|test] [--json]`: CLINC150's intents as a configuration,
+//!   decided by the embeddings router, thresholds chosen on `val` (see `eval::intent_benchmark`).
+//!
 //! Exit codes: 0 when the evaluation ran (whatever its figures), 64 when it could not (a file
 //! that cannot be read or is not in the expected format, a split that is not in it).
 
@@ -33,6 +36,42 @@ pub enum Command {
     /// First turns through the real engine and the configured model, scored against
     /// expectations: accuracy overall, per expectation and per locale, confusions, time.
     Decisions(DecisionsArgs),
+    /// CLINC150's 150 intents as tools of 10 agents, `train` as their examples, decided by the
+    /// embeddings router: in-scope accuracy and out-of-scope recall on `val` or `test`, at a
+    /// threshold chosen on `val` + `oos_val`. A benchmark: it embeds ~18,000 utterances.
+    Clinc150(Clinc150Args),
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct Clinc150Args {
+    /// CLINC150 JSON file in its own format (../shared/data/clinc150/data_train_val.json, or
+    /// CLINC's data_full.json, which also holds `test`).
+    pub path: PathBuf,
+    /// Split to report (`oos_<split>` is its out-of-scope part).
+    #[arg(long, default_value = "val", value_parser = ["val", "test"])]
+    pub split: String,
+    /// JSON object domain → [intents]; default: CLINC150's domains.json, built in.
+    #[arg(long)]
+    pub domains: Option<PathBuf>,
+    /// Model profiles file.
+    #[arg(long, default_value = "config/profiles.embeddings.yaml")]
+    pub profiles: PathBuf,
+    /// The embeddings profile that decides (the router's).
+    #[arg(long, default_value = "router")]
+    pub profile: String,
+    /// Overrides the profile's base URL.
+    #[arg(long, env = "TURNSTILE_EMBEDDINGS_BASE_URL")]
+    pub embeddings_base_url: Option<String>,
+    /// Cache of embedded and fitted examples: a rerun does not embed `train` again.
+    #[arg(
+        long,
+        env = "TURNSTILE_EMBEDDINGS_CACHE_DIR",
+        default_value = ".cache/embeddings"
+    )]
+    pub embeddings_cache_dir: PathBuf,
+    /// Print one JSON object instead of the text report.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -82,20 +121,209 @@ pub struct RecogniserArgs {
 }
 
 pub fn run(command: Command) -> u8 {
-    match command {
-        Command::Recogniser(args) => run_recogniser(args),
-        Command::Decisions(args) => match tokio::runtime::Builder::new_multi_thread()
+    let runtime = || {
+        tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
             .build()
-        {
-            Ok(rt) => rt.block_on(run_decisions(args)),
-            Err(e) => {
-                eprintln!("turnstile eval decisions: cannot start the async runtime: {e}");
+            .map_err(|e| {
+                eprintln!("turnstile eval: cannot start the async runtime: {e}");
                 70
+            })
+    };
+    match command {
+        Command::Recogniser(args) => run_recogniser(args),
+        Command::Decisions(args) => {
+            runtime().map_or_else(|c| c, |rt| rt.block_on(run_decisions(args)))
+        }
+        Command::Clinc150(args) => {
+            runtime().map_or_else(|c| c, |rt| rt.block_on(run_clinc150(args)))
+        }
+    }
+}
+
+async fn run_clinc150(args: Clinc150Args) -> u8 {
+    use crate::domain::decision::RouterDecision;
+    use crate::domain::effect::RouterRequest;
+    use crate::eval::intent_benchmark::{self as bench, Decision};
+    use crate::model::embedding::EmbeddingModel;
+
+    let fail = |m: String| {
+        eprintln!("turnstile eval clinc150: {m}");
+        EXIT_CONFIG
+    };
+    let data = match Clinc150::load(&args.path) {
+        Ok(d) => d,
+        Err(e) => return fail(e.to_string()),
+    };
+    let domains = match &args.domains {
+        None => bench::builtin_domains(),
+        Some(p) => match std::fs::read_to_string(p)
+            .map_err(|e| e.to_string())
+            .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+        {
+            Ok(d) => d,
+            Err(e) => {
+                return fail(format!(
+                    "cannot read domains from {}: {e} (fix: a JSON object domain → [intents])",
+                    p.display()
+                ))
             }
         },
+    };
+    let (train, oos_train, tuning, asked) = match (
+        data.split(&args.path, "train"),
+        data.split(&args.path, "oos_train"),
+        bench::queries(&data, &args.path, "val"),
+        bench::queries(&data, &args.path, &args.split),
+    ) {
+        (Ok(t), Ok(o), Ok(v), Ok(a)) => (t, o, v, a),
+        (Err(e), ..) | (_, Err(e), ..) | (_, _, Err(e), _) | (.., Err(e)) => {
+            return fail(e.to_string())
+        }
+    };
+    let yaml = match bench::catalog_yaml(train, oos_train, &domains) {
+        Ok(y) => y,
+        Err(e) => return fail(e),
+    };
+    let catalog = match crate::config::agents::parse_catalog(&yaml, "CLINC150 configuration") {
+        Ok(c) => Arc::new(c),
+        Err(e) => return fail(format!("the generated configuration is invalid:\n{e}")),
+    };
+    let env = |k: &str| std::env::var(k).ok();
+    let settings = match settings_from_env(env) {
+        Ok(s) => s,
+        Err(e) => return fail(format!("invalid settings:\n{e}")),
+    };
+    let profile = match load_profiles(&args.profiles) {
+        Ok(p) => match p.get(&args.profile) {
+            Some(p) if p.provider == crate::config::profiles::Provider::Embeddings => p.clone(),
+            Some(p) => {
+                return fail(format!(
+                "profile `{}` in {} is a `{}` profile; name an embeddings profile with --profile",
+                args.profile,
+                args.profiles.display(),
+                p.provider.as_str()
+            ))
+            }
+            None => {
+                return fail(format!(
+                    "profile `{}` is not in {} (fix: --profile NAME of an embeddings profile)",
+                    args.profile,
+                    args.profiles.display()
+                ))
+            }
+        },
+        Err(e) => return fail(format!("invalid profiles:\n{e}")),
+    };
+    eprintln!(
+        "turnstile eval clinc150: embedding and fitting {} examples (cached in {})...",
+        train.len() + oos_train.len(),
+        args.embeddings_cache_dir.display()
+    );
+    let fit_started = std::time::Instant::now();
+    let model = match EmbeddingModel::build(
+        &profile,
+        args.embeddings_base_url.as_deref(),
+        catalog.clone(),
+        Some(args.embeddings_cache_dir.clone()),
+        &env,
+    )
+    .await
+    {
+        Ok(m) => m,
+        Err(e) => return fail(e.to_string()),
+    };
+    let fit_seconds = fit_started.elapsed().as_secs_f64();
+    let decide = |text: String| {
+        let model = &model;
+        async move {
+            let request = RouterRequest {
+                message: text,
+                locale: Locale::En,
+                assistant: bench::ASSISTANT.to_owned(),
+                active_agent: None,
+                active_transaction: None,
+            };
+            match model.route(&request).await {
+                Ok(RouterDecision::Route {
+                    intent, confidence, ..
+                }) => Some(Decision { intent, confidence }),
+                Ok(RouterDecision::OutOfScope { confidence }) => Some(Decision {
+                    intent: None,
+                    confidence,
+                }),
+                Err(_) => None,
+            }
+        }
+    };
+    let progress = |label: &'static str, total: usize| {
+        move |done: usize| {
+            if done % 1000 == 0 || done == total {
+                eprintln!("turnstile eval clinc150: {label}: {done}/{total} decided");
+            }
+        }
+    };
+    let (val_decisions, val_timing, val_fallbacks) = bench::decide_all(
+        &tuning,
+        decide,
+        process_cpu_seconds,
+        &progress("val + oos_val", tuning.len()),
+    )
+    .await;
+    let val_expected: Vec<&str> = tuning.iter().map(|(_, i)| *i).collect();
+    let threshold = bench::choose_threshold(&val_expected, &val_decisions);
+    let val_scores = bench::score(&val_expected, &val_decisions, threshold);
+    let (decisions, timing, fallbacks) = if args.split == "val" {
+        (val_decisions, val_timing, val_fallbacks)
+    } else {
+        bench::decide_all(
+            &asked,
+            decide,
+            process_cpu_seconds,
+            &progress("asked split", asked.len()),
+        )
+        .await
+    };
+    let expected: Vec<&str> = asked.iter().map(|(_, i)| *i).collect();
+    let scores = bench::score(&expected, &decisions, threshold);
+    let router_threshold = settings.router_confidence_threshold;
+    let report = bench::Report {
+        split: args.split.clone(),
+        in_scope_accuracy: scores.in_scope_accuracy,
+        oos_recall: scores.oos_recall,
+        oos_precision: scores.oos_precision,
+        ms_per_decision_mean: timing.mean_ms(),
+        ms_per_decision_p95: timing.p95_ms(),
+        cpu_ms_per_decision_mean: 1000.0 * timing.cpu_seconds / decisions.len().max(1) as f64,
+        in_scope_count: scores.in_scope_count,
+        oos_count: scores.oos_count,
+        fallbacks,
+        threshold,
+        threshold_rule: bench::THRESHOLD_RULE,
+        val: val_scores,
+        at_router_threshold: bench::AtThreshold {
+            threshold: router_threshold,
+            scores: bench::score(&expected, &decisions, router_threshold),
+        },
+        intents: catalog
+            .assistant(bench::ASSISTANT)
+            .map_or(0, |a| a.tools.len()),
+        domains: catalog
+            .assistant(bench::ASSISTANT)
+            .map_or(0, |a| a.agents.len()),
+        examples: train.len() + oos_train.len(),
+        fit_seconds,
+    };
+    if args.json {
+        match serde_json::to_string(&report) {
+            Ok(json) => println!("{json}"),
+            Err(e) => return fail(format!("cannot encode the report: {e}")),
+        }
+    } else {
+        print!("{}", report.render());
     }
+    0
 }
 
 async fn run_decisions(args: DecisionsArgs) -> u8 {

@@ -3,4 +3,5 @@
 
 pub mod clinc150;
 pub mod decisions;
+pub mod intent_benchmark;
 pub mod recogniser;
