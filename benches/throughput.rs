@@ -1,11 +1,13 @@
 //! Throughput and cost of the real worker (issue 5, part 1): `turnstile run` as a child process
 //! against the real Kafka and Cassandra of `scripts/services.sh`, the OpenAI-compatible test
-//! server answering after a configurable latency, and the tool test server.
+//! server answering after a configurable latency (or, with `--decision-model embeddings`, the
+//! embedding decision model calling the real embeddings server), and the tool test server.
 //!
 //! Run (services up first: `bash scripts/services.sh up`):
 //!
 //! ```text
 //! cargo bench --bench throughput -- --model-latency-ms 200 --conversations 1000 --partitions 12
+//! cargo bench --bench throughput -- --decision-model embeddings --distinct-texts --conversations 50
 //! ```
 //!
 //! Phases (`--phases`, comma-separated, run in this order):
@@ -23,7 +25,9 @@
 //! `read_committed` reader sees it, then sending the next (paced like a person). Scripts cycle
 //! through collect (`cancel my order`: classifier + router), typed fill (`PED-1001`: no model),
 //! confirm + execute (`yes`: no model, the tool runs); every `--interrupt-every`-th conversation
-//! interrupts the collection with `where is my order PED-1002?` (router → order tracking).
+//! interrupts the collection with `where is my order PED-1002?` (meant for the router → order
+//! tracking; its order number fills the pending cancellation instead, typed parameters beating
+//! routing).
 //!
 //! Each phase has its own topics, consumer group and session ids; the run migrates one keyspace
 //! (`turnstile_bench_<secs>_<random>`) and drops it at the end. Results: a Markdown table printed
@@ -65,7 +69,18 @@ const AGENT: &str = "retail-bot";
 const HELP: &str = "\
 cargo bench --bench throughput -- [options]
 
-  --model-latency-ms N          model test server latency per call (default 200)
+  --decision-model M            who decides the turns that need a model (default scripted):
+                                  scripted    the OpenAI-compatible model test server, answering
+                                              after --model-latency-ms
+                                  embeddings  the embedding decision model
+                                              (config/profiles.embeddings.yaml) calling the
+                                              embeddings server at EMBEDDINGS_BASE_URL (default
+                                              http://127.0.0.1:8000/v1), examples cached in
+                                              .cache/embeddings; --model-latency-ms is ignored
+  --distinct-texts              a unique tag on every model-decided text (`cancel my order
+                                [bcdf]`): the worker keeps the vectors of the last 512 texts it
+                                embedded, so without this a repeated text costs no embeddings call
+  --model-latency-ms N          model test server latency per call (default 200; scripted only)
   --conversations N             concurrent conversations (default 1000)
   --turns N                     turns per conversation (default 12)
   --partitions N                inbound topic partitions (default 12)
@@ -82,11 +97,31 @@ cargo bench --bench throughput -- [options]
   --worker-bin PATH             run this turnstile binary instead of the one cargo built (A/B a
                                 change against a saved build, alternating runs on one machine)
 
-Needs Kafka at KAFKA_BROKERS (127.0.0.1:9092) and Cassandra at CQL_CONTACT (127.0.0.1:9042):
-bash scripts/services.sh up";
+Needs Kafka at KAFKA_BROKERS (127.0.0.1:9092), Cassandra at CQL_CONTACT (127.0.0.1:9042) and,
+for --decision-model embeddings, the embeddings server: bash scripts/services.sh up";
+
+/// Who decides the turns a typed parser or the recogniser cannot settle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DecisionModel {
+    /// The chat profiles, pointed at the in-process model test server.
+    Scripted,
+    /// `config/profiles.embeddings.yaml`: the real embeddings server, whose own latency counts.
+    Embeddings,
+}
+
+impl DecisionModel {
+    fn as_str(self) -> &'static str {
+        match self {
+            DecisionModel::Scripted => "scripted",
+            DecisionModel::Embeddings => "embeddings",
+        }
+    }
+}
 
 #[derive(Debug, Clone)]
 struct Args {
+    decision_model: DecisionModel,
+    distinct_texts: bool,
     model_latency_ms: u64,
     conversations: usize,
     turns: usize,
@@ -106,6 +141,8 @@ struct Args {
 
 fn parse_args() -> Result<Args, String> {
     let mut a = Args {
+        decision_model: DecisionModel::Scripted,
+        distinct_texts: false,
         model_latency_ms: 200,
         conversations: 1000,
         turns: 12,
@@ -132,12 +169,27 @@ fn parse_args() -> Result<Args, String> {
             println!("{HELP}");
             std::process::exit(0);
         }
+        if flag == "--distinct-texts" {
+            a.distinct_texts = true;
+            continue;
+        }
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
         fn num<T: std::str::FromStr>(flag: &str, v: String) -> Result<T, String> {
             v.parse()
                 .map_err(|_| format!("{flag}: `{v}` is not a number"))
         }
         match flag.as_str() {
+            "--decision-model" => {
+                a.decision_model = match value()?.as_str() {
+                    "scripted" => DecisionModel::Scripted,
+                    "embeddings" => DecisionModel::Embeddings,
+                    v => {
+                        return Err(format!(
+                            "--decision-model: `{v}` is neither scripted nor embeddings"
+                        ))
+                    }
+                }
+            }
             "--model-latency-ms" => a.model_latency_ms = num(&flag, value()?)?,
             "--conversations" => a.conversations = num(&flag, value()?)?,
             "--turns" => a.turns = num(&flag, value()?)?,
@@ -215,6 +267,8 @@ fn main() {
 /// The CI form: small, every phase, a slow-ish model so the worker has turns in flight.
 fn short_form() -> Args {
     Args {
+        decision_model: DecisionModel::Scripted,
+        distinct_texts: false,
         model_latency_ms: 20,
         conversations: 24,
         turns: 6,
@@ -255,12 +309,11 @@ fn check_short_form(args: &Args, rows: &[Row]) -> Result<(), Vec<String>> {
             ));
         }
         if phase != "raw" {
-            if r.typed_turn_model_calls != Some(0) {
-                problems.push(format!(
-                    "phase `{phase}`: model calls on typed turns: {:?}",
-                    r.typed_turn_model_calls
-                ));
-            }
+            problems.extend(
+                model_problems(args, r)
+                    .into_iter()
+                    .map(|p| format!("phase `{phase}`: {p}")),
+            );
             if r.cpu_us_per_turn.is_none_or(|c| c <= 0.0) || r.peak_rss_mb.is_none() {
                 problems.push(format!("phase `{phase}`: worker CPU or RSS not measured"));
             }
@@ -271,6 +324,44 @@ fn check_short_form(args: &Args, rows: &[Row]) -> Result<(), Vec<String>> {
     } else {
         Err(problems)
     }
+}
+
+/// What a worker phase must show about its decisions, whatever its size or timing: no model
+/// call on a turn a typed parser settles, and the decisions coming from the model asked for.
+fn model_problems(args: &Args, r: &Row) -> Vec<String> {
+    let mut problems = Vec::new();
+    match args.decision_model {
+        DecisionModel::Scripted => {
+            if r.typed_turn_model_calls != Some(0) {
+                problems.push(format!(
+                    "model calls on typed turns: {:?}",
+                    r.typed_turn_model_calls
+                ));
+            }
+        }
+        DecisionModel::Embeddings => {
+            // Embeddings calls carry no turn id, so typed turns are checked by count: each one
+            // settled by its parser adds one to `settled without a model`. Necessary, not
+            // sufficient (the interrupting conversations' untyped fills settle there too).
+            let settled = r.settled_without_model.unwrap_or(0.0);
+            if settled < r.typed_answered as f64 {
+                problems.push(format!(
+                    "{settled:.0} turns settled without a model, fewer than the {} typed turns answered (a typed fill goes to the model when the turn that opened its transaction fell back: see the fallbacks)",
+                    r.typed_answered
+                ));
+            }
+            if r.embeddings_decisions.is_none_or(|n| n <= 0.0) {
+                problems.push("no decision by the embeddings model".into());
+            }
+            if r.chat_requests != Some(0) {
+                problems.push(format!(
+                    "calls to the chat model test server: {:?}",
+                    r.chat_requests
+                ));
+            }
+        }
+    }
+    problems
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -349,6 +440,48 @@ fn metric_sum(text: &str, name: &str) -> f64 {
         .sum::<f64>()
         // An empty sum is -0.0, which would print as "-0".
         + 0.0
+}
+
+/// Sum of the series of `name` whose labels include every `key="value"` of `labels`.
+fn metric_sum_where(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    text.lines()
+        .filter_map(|l| l.strip_prefix(name)?.strip_prefix('{'))
+        .filter_map(|rest| rest.split_once('}'))
+        .filter(|(set, _)| {
+            labels
+                .iter()
+                .all(|(k, v)| set.split(',').any(|kv| kv == format!("{k}=\"{v}\"")))
+        })
+        .filter_map(|(_, value)| value.trim().parse::<f64>().ok())
+        .sum::<f64>()
+        + 0.0
+}
+
+/// `turnstile_decisions_total` by skill and component, as `classifier 1200 embeddings / 3
+/// fallback; …` (a component with no decision is left out).
+fn decisions_breakdown(metrics: &str) -> String {
+    let mut parts = Vec::new();
+    for skill in [Skill::Classifier, Skill::Router, Skill::Interpreter] {
+        let by: Vec<String> = ["embeddings", "llm", "fallback"]
+            .iter()
+            .filter_map(|c| {
+                let n = metric_sum_where(
+                    metrics,
+                    "turnstile_decisions_total",
+                    &[("skill", skill.as_str()), ("component", c)],
+                );
+                (n > 0.0).then(|| format!("{n:.0} {c}"))
+            })
+            .collect();
+        if !by.is_empty() {
+            parts.push(format!("{} {}", skill.as_str(), by.join(" / ")));
+        }
+    }
+    if parts.is_empty() {
+        "none".into()
+    } else {
+        parts.join("; ")
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -470,14 +603,51 @@ impl Reader {
 // Conversation scripts and the load generator
 // ---------------------------------------------------------------------------------------------
 
-/// The text of turn `t` of conversation `c`, whether a typed parser should settle it, and the
-/// per-turn model script (the interrupt), if any.
-fn script_turn(args: &Args, c: usize, t: usize) -> (&'static str, bool, Option<ModelScript>) {
+/// One turn of a conversation's script.
+struct ScriptTurn {
+    text: String,
+    /// A typed parser or the recogniser settles it (its turn id ends in `-typed`).
+    typed: bool,
+    /// The per-turn model script (the interrupt), if any.
+    script: Option<ModelScript>,
+}
+
+/// Turn `t` of conversation `c`.
+fn script_turn(args: &Args, c: usize, t: usize) -> ScriptTurn {
+    let (text, typed, decided, script) = script_text(args, c, t);
+    let text = if decided && args.distinct_texts {
+        format!("{text} [{}]", tag(c * args.turns + t))
+    } else {
+        text.to_owned()
+    };
+    ScriptTurn {
+        text,
+        typed,
+        script,
+    }
+}
+
+/// A short tag unique to `n`, of consonants only so that it spells no word that would sway a
+/// decision; four letters (160,000 tags) before a fifth.
+fn tag(mut n: usize) -> String {
+    const LETTERS: &[u8] = b"bcdfghjklmnpqrstvwxz";
+    let mut out = Vec::new();
+    while out.len() < 4 || n > 0 {
+        out.push(LETTERS[n % LETTERS.len()]);
+        n /= LETTERS.len();
+    }
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// The text of turn `t` of conversation `c`, whether a typed parser should settle it, whether
+/// the scripted load has a model decide it (`--distinct-texts` tags those), and the per-turn
+/// model script (the interrupt), if any.
+fn script_text(args: &Args, c: usize, t: usize) -> (&'static str, bool, bool, Option<ModelScript>) {
     let interrupting =
         args.interrupt_every > 0 && c % args.interrupt_every == args.interrupt_every - 1;
     if interrupting {
         match t % 4 {
-            0 => ("cancel my order", false, None),
+            0 => ("cancel my order", false, true, None),
             1 => {
                 let mut router = Map::new();
                 router.insert("agent".into(), json!("retail"));
@@ -488,16 +658,16 @@ fn script_turn(args: &Args, c: usize, t: usize) -> (&'static str, bool, Option<M
                     router: Some(Scripted::Answer(router)),
                     ..ModelScript::default()
                 };
-                ("where is my order PED-1002?", false, Some(script))
+                ("where is my order PED-1002?", false, true, Some(script))
             }
-            2 => ("PED-1001", false, None),
-            _ => ("yes", false, None),
+            2 => ("PED-1001", false, false, None),
+            _ => ("yes", false, false, None),
         }
     } else {
         match t % 3 {
-            0 => ("cancel my order", false, None),
-            1 => ("PED-1001", true, None),
-            _ => ("yes", true, None),
+            0 => ("cancel my order", false, true, None),
+            1 => ("PED-1001", true, false, None),
+            _ => ("yes", true, false, None),
         }
     }
 }
@@ -506,6 +676,7 @@ fn script_turn(args: &Args, c: usize, t: usize) -> (&'static str, bool, Option<M
 struct Load {
     sent: u64,
     latencies_us: Vec<u64>,
+    typed_answered: u64,
     timeouts: u64,
     first_send: Option<Instant>,
     last_reply: Option<Instant>,
@@ -515,6 +686,7 @@ impl Load {
     fn merge(&mut self, other: Load) {
         self.sent += other.sent;
         self.latencies_us.extend(other.latencies_us);
+        self.typed_answered += other.typed_answered;
         self.timeouts += other.timeouts;
         self.first_send = match (self.first_send, other.first_send) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -549,8 +721,8 @@ async fn drive(
         let key = format!("{TENANT}/{AGENT}/{session}");
         let model_scripts: Vec<(String, ModelScript)> = (0..args.turns)
             .filter_map(|t| {
-                let (_, typed, script) = script_turn(&args, c, t);
-                script.map(|s| (turn_id(&session, t, typed), s))
+                let turn = script_turn(&args, c, t);
+                turn.script.map(|s| (turn_id(&session, t, turn.typed), s))
             })
             .collect();
         for (id, s) in &model_scripts {
@@ -562,9 +734,9 @@ async fn drive(
                 if Instant::now() >= deadline {
                     break;
                 }
-                let (text, typed, _) = script_turn(&args, c, t);
-                let id = turn_id(&session, t, typed);
-                let payload = bus::turn_json(&session, &id, text);
+                let turn = script_turn(&args, c, t);
+                let id = turn_id(&session, t, turn.typed);
+                let payload = bus::turn_json(&session, &id, &turn.text);
                 let rx = reader.expect(&id);
                 let sent = Instant::now();
                 load.first_send.get_or_insert(sent);
@@ -586,6 +758,7 @@ async fn drive(
                         load.latencies_us
                             .push(at.saturating_duration_since(sent).as_micros() as u64);
                         load.last_reply = load.last_reply.max(Some(at));
+                        load.typed_answered += u64::from(turn.typed);
                     }
                     _ => {
                         reader.forget(&id);
@@ -624,32 +797,35 @@ struct Worker {
 }
 
 impl Worker {
-    #[allow(clippy::too_many_arguments)]
     fn spawn(
         args: &Args,
+        fx: &Fixture,
         phase: &str,
         per_partition: usize,
         topics: &Topics,
-        keyspace: &str,
-        model: &ModelServer,
-        tools: &ToolServer,
-        log_dir: &Path,
     ) -> Result<Worker, String> {
         let listen = format!("127.0.0.1:{}", worker_process::free_port()?);
-        let log = log_dir.join(format!("{phase}-{}.log", bus::unique_suffix()));
+        let log = fx
+            .log_dir
+            .join(format!("{phase}-{}.log", bus::unique_suffix()));
         let suffix = bus::unique_suffix();
+        let profiles = match args.decision_model {
+            DecisionModel::Scripted => "config/profiles.example.yaml",
+            DecisionModel::Embeddings => "config/profiles.embeddings.yaml",
+        };
         let mut env = WorkerEnv {
             // Per-turn info logs are CPU the benchmark would charge to the engine.
             log_filter: "warn".into(),
             config: manifest("config/agents.example.yaml"),
-            profiles: manifest("config/profiles.example.yaml"),
+            profiles: manifest(profiles),
             brokers: bus::brokers(),
             group_id: format!("bench-{phase}-{suffix}"),
             topics: topics.clone(),
-            keyspace: keyspace.to_owned(),
+            keyspace: fx.keyspace.clone(),
             cql_contact: cql_contact(),
-            model_base_url: model.base_url(),
-            tools_base_url: tools.base_url(),
+            // Also with embeddings: a chat call would land on the test server and be counted.
+            model_base_url: fx.model.base_url(),
+            tools_base_url: fx.tools.base_url(),
             session_timeout_ms: 10_000,
             drain_budget_ms: 3_000,
             commit_interval_ms: args.commit_interval_ms,
@@ -665,6 +841,15 @@ impl Worker {
             ("TURNSTILE_LISTEN", listen.clone()),
         ] {
             env.push((k.to_owned(), v));
+        }
+        if let Some(e) = &fx.embeddings {
+            env.push(("TURNSTILE_EMBEDDINGS_BASE_URL".into(), e.base_url.clone()));
+            // The examples' vectors from disk: a phase would otherwise start by re-embedding
+            // them all on the one-thread server.
+            env.push((
+                "TURNSTILE_EMBEDDINGS_CACHE_DIR".into(),
+                manifest(".cache/embeddings").display().to_string(),
+            ));
         }
         let bin = args
             .worker_bin
@@ -773,9 +958,16 @@ struct Row {
     p99_ms: f64,
     cpu_us_per_turn: Option<f64>,
     peak_rss_mb: Option<f64>,
+    /// Scripted: model test server calls per turn; embeddings: decisions per turn.
     model_calls_per_turn: Option<f64>,
     typed_turn_model_calls: Option<u64>,
+    typed_answered: u64,
     settled_without_model: Option<f64>,
+    /// Embeddings mode: the decisions the embeddings model made, by skill, and the calls that
+    /// reached the chat test server anyway (there must be none).
+    embeddings_decisions: Option<f64>,
+    decisions: Option<String>,
+    chat_requests: Option<u64>,
     reads_per_turn: Option<f64>,
     writes_per_turn: Option<f64>,
     max_in_flight_seen: Option<f64>,
@@ -797,6 +989,7 @@ fn fill_load(row: &mut Row, mut load: Load) {
     load.latencies_us.sort_unstable();
     row.turns = load.latencies_us.len() as u64;
     row.sent = load.sent;
+    row.typed_answered = load.typed_answered;
     row.timeouts = load.timeouts;
     row.seconds = match (load.first_send, load.last_reply) {
         (Some(a), Some(b)) => b.saturating_duration_since(a).as_secs_f64(),
@@ -822,11 +1015,56 @@ fn opt(v: Option<f64>, digits: usize) -> String {
 
 struct Fixture {
     keyspace: String,
+    /// `Some` with `--decision-model embeddings`.
+    embeddings: Option<EmbeddingsServer>,
     model: ModelServer,
     tools: ToolServer,
     producer: FutureProducer,
     log_dir: PathBuf,
     ticks: f64,
+}
+
+/// The embeddings server the worker calls, and its latency measured before the load.
+struct EmbeddingsServer {
+    base_url: String,
+    /// Median of sequential single-text calls on one connection, with nothing else queued.
+    idle_ms: f64,
+}
+
+/// Reaches the embeddings server (a run against a stopped one would only measure fallbacks)
+/// and measures its idle latency per call: one text per call, as the worker sends per turn.
+async fn probe_embeddings(base_url: &str) -> Result<EmbeddingsServer, String> {
+    let url = format!("{}/embeddings", base_url.trim_end_matches('/'));
+    let http = reqwest::Client::new();
+    let mut ms = Vec::new();
+    for i in 0..11 {
+        let body = json!({"model": "e5-query", "input": [format!("cancel my order [{}]", tag(i))]});
+        let started = Instant::now();
+        let answer = http
+            .post(&url)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
+            .map_err(|e| {
+                format!("embeddings server at {url} is unreachable ({e}); run bash scripts/services.sh up")
+            })?;
+        let status = answer.status();
+        let _ = answer.bytes().await;
+        if !status.is_success() {
+            return Err(format!("embeddings server at {url}: status {status}"));
+        }
+        // The first call opens the connection.
+        if i > 0 {
+            ms.push(started.elapsed().as_secs_f64() * 1000.0);
+        }
+    }
+    ms.sort_by(f64::total_cmp);
+    Ok(EmbeddingsServer {
+        base_url: base_url.to_owned(),
+        idle_ms: ms[ms.len() / 2],
+    })
 }
 
 async fn new_topics(phase: &str, partitions: i32) -> Result<Topics, String> {
@@ -843,16 +1081,7 @@ async fn worker_phase(
 ) -> Result<Row, String> {
     let topics = new_topics(phase, args.partitions).await?;
     let reader = Reader::start(&bus::brokers(), &topics.replies, &topics.dead_letters)?;
-    let mut worker = Worker::spawn(
-        args,
-        phase,
-        per_partition,
-        &topics,
-        &fx.keyspace,
-        &fx.model,
-        &fx.tools,
-        &fx.log_dir,
-    )?;
+    let mut worker = Worker::spawn(args, fx, phase, per_partition, &topics)?;
     worker.wait_ready(args.partitions).await?;
     fx.model.clear_requests();
     let executions_before = fx.tools.executions().len();
@@ -894,7 +1123,7 @@ async fn worker_phase(
     row.cpu_us_per_turn = Some((cpu1 - cpu0) * 1e6 / worker_turns);
     row.peak_rss_mb = hwm.map(|k| k as f64 / 1024.0);
     let model_calls = metric_sum(&metrics, "turnstile_model_requests_total");
-    row.model_calls_per_turn = Some(model_calls / worker_turns);
+    row.model_calls_per_turn = Some(model_calls_per_turn(args, &metrics, worker_turns));
     row.settled_without_model = Some(metric_sum(
         &metrics,
         "turnstile_turns_settled_without_model_total",
@@ -906,25 +1135,56 @@ async fn worker_phase(
         metric_sum(&metrics, "turnstile_checkpoint_save_duration_seconds_count") / worker_turns,
     );
     row.max_in_flight_seen = Some(samples.max_in_flight);
-    row.typed_turn_model_calls = Some(
-        fx.model
-            .requests()
-            .iter()
-            .filter(|r| r.turn_id.as_deref().is_some_and(|t| t.ends_with("-typed")))
-            .count() as u64,
-    );
+    let requests = fx.model.requests();
     fx.model.clear_requests();
-    row.tool_executions = Some(fx.tools.executions().len() - executions_before);
-    let active = args.conversations.min(row.in_flight_cap) as f64;
-    let w = args.model_latency_ms as f64 / 1000.0 * (model_calls / worker_turns);
-    row.little_bound = (w > 0.0).then(|| active / w);
+    match args.decision_model {
+        DecisionModel::Scripted => {
+            row.typed_turn_model_calls = Some(
+                requests
+                    .iter()
+                    .filter(|r| r.turn_id.as_deref().is_some_and(|t| t.ends_with("-typed")))
+                    .count() as u64,
+            );
+            let active = args.conversations.min(row.in_flight_cap) as f64;
+            let w = args.model_latency_ms as f64 / 1000.0 * (model_calls / worker_turns);
+            row.little_bound = (w > 0.0).then(|| active / w);
+        }
+        // No fixed model latency, so no Little's-law bound: the embeddings server's queue is
+        // part of what is measured.
+        DecisionModel::Embeddings => {
+            row.chat_requests = Some(requests.len() as u64);
+            row.embeddings_decisions = Some(metric_sum_where(
+                &metrics,
+                "turnstile_decisions_total",
+                &[("component", "embeddings")],
+            ));
+            row.decisions = Some(decisions_breakdown(&metrics));
+        }
+    }
+    let executions = fx.tools.executions();
+    row.tool_executions = Some(executions.len() - executions_before);
+    let mut by_tool: std::collections::BTreeMap<&str, usize> = Default::default();
+    for e in &executions[executions_before..] {
+        *by_tool.entry(e.tool.as_str()).or_default() += 1;
+    }
     row.dead_letters = dead;
     row.notes = format!(
-        "worker turns {worker_turns:.0}; dead letters {dead}; outputs matched to no waiting turn {unmatched}; {}",
+        "worker turns {worker_turns:.0}; dead letters {dead}; outputs matched to no waiting turn {unmatched}; executions by tool {by_tool:?}; {}",
         health(&metrics)
     );
     save_metrics(&fx.log_dir, phase, &metrics);
     Ok(row)
+}
+
+/// What the `model calls/turn` column shows: the test server's calls (scripted, one per
+/// decision), or every `turnstile_decisions_total` (embeddings, whose calls have no metric;
+/// one embeddings call serves a turn's classifier and router alike).
+fn model_calls_per_turn(args: &Args, metrics: &str, turns: f64) -> f64 {
+    let calls = match args.decision_model {
+        DecisionModel::Scripted => metric_sum(metrics, "turnstile_model_requests_total"),
+        DecisionModel::Embeddings => metric_sum(metrics, "turnstile_decisions_total"),
+    };
+    calls / turns.max(1.0)
 }
 
 /// Mean seconds of a histogram (all series summed), as `12 ms`.
@@ -1199,7 +1459,12 @@ async fn backlog_phase(args: &Args, fx: &Fixture) -> Result<Row, String> {
         let session = format!("backlog-{suffix}-c{i}");
         let key = format!("{TENANT}/{AGENT}/{session}");
         let id = format!("{session}-0");
-        let payload = bus::turn_json(&session, &id, "cancel my order");
+        let text = if args.distinct_texts {
+            format!("cancel my order [{}]", tag(i))
+        } else {
+            "cancel my order".to_owned()
+        };
+        let payload = bus::turn_json(&session, &id, &text);
         let p = fx.producer.clone();
         let topic = topics.inbound.clone();
         pending.push(tokio::spawn(async move {
@@ -1223,16 +1488,7 @@ async fn backlog_phase(args: &Args, fx: &Fixture) -> Result<Row, String> {
         "[backlog] produced in {:.1} s; starting the worker",
         started.elapsed().as_secs_f64()
     );
-    let mut worker = Worker::spawn(
-        args,
-        phase,
-        args.per_partition,
-        &topics,
-        &fx.keyspace,
-        &fx.model,
-        &fx.tools,
-        &fx.log_dir,
-    )?;
+    let mut worker = Worker::spawn(args, fx, phase, args.per_partition, &topics)?;
     worker.wait_ready(args.partitions).await?;
     let cpu0 = cpu_seconds(worker.pid(), fx.ticks).unwrap_or(0.0);
     let stop = Arc::new(AtomicBool::new(false));
@@ -1266,10 +1522,10 @@ async fn backlog_phase(args: &Args, fx: &Fixture) -> Result<Row, String> {
         p99_ms: f64::NAN,
         cpu_us_per_turn: Some((cpu1 - cpu0) * 1e6 / turns.max(1.0)),
         peak_rss_mb: hwm.map(|k| k as f64 / 1024.0),
-        model_calls_per_turn: Some(
-            metric_sum(&metrics, "turnstile_model_requests_total") / turns.max(1.0),
-        ),
+        model_calls_per_turn: Some(model_calls_per_turn(args, &metrics, turns)),
         max_in_flight_seen: Some(samples.max_in_flight),
+        decisions: (args.decision_model == DecisionModel::Embeddings)
+            .then(|| decisions_breakdown(&metrics)),
         notes: format!(
             "{} inbound waiting at start; lag first/last sample {:.0}/{:.0}; mean RSS first half {:.1} MB, second half {:.1} MB; {}",
             args.backlog_messages,
@@ -1298,6 +1554,21 @@ async fn run(args: Args) -> Result<Vec<Row>, String> {
             format!("{what} at {first} is unreachable ({e}); run bash scripts/services.sh up")
         })?;
     }
+    let embeddings = match args.decision_model {
+        DecisionModel::Scripted => None,
+        DecisionModel::Embeddings => {
+            let url = std::env::var("EMBEDDINGS_BASE_URL")
+                .ok()
+                .filter(|u| !u.trim().is_empty())
+                .unwrap_or_else(|| "http://127.0.0.1:8000/v1".into());
+            let server = probe_embeddings(&url).await?;
+            eprintln!(
+                "embeddings server {url}: {:.1} ms per call when idle",
+                server.idle_ms
+            );
+            Some(server)
+        }
+    };
     let bench_dir = manifest("target/bench");
     let log_dir = bench_dir.join("logs");
     std::fs::create_dir_all(&log_dir).map_err(|e| e.to_string())?;
@@ -1344,6 +1615,7 @@ async fn run(args: Args) -> Result<Vec<Row>, String> {
         .map_err(|e| format!("producer: {e}"))?;
     let fx = Fixture {
         keyspace: keyspace.clone(),
+        embeddings,
         model,
         tools,
         producer,
@@ -1383,7 +1655,7 @@ async fn run(args: Args) -> Result<Vec<Row>, String> {
             .await;
     }
 
-    let report = render(&args, &rows, &failures);
+    let report = render(&args, &fx, &rows, &failures);
     println!("{report}");
     let path = args
         .out
@@ -1398,16 +1670,26 @@ async fn run(args: Args) -> Result<Vec<Row>, String> {
     }
 }
 
-fn render(args: &Args, rows: &[Row], failures: &[String]) -> String {
+fn render(args: &Args, fx: &Fixture, rows: &[Row], failures: &[String]) -> String {
     let mut s = String::new();
     let now = time::OffsetDateTime::now_utc()
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default();
     let _ = writeln!(s, "## Throughput run {now}\n");
+    // The model latency is left out where it plays no part, so the line reproduces the run
+    // without suggesting it does.
+    let mut model = format!("--decision-model {}", args.decision_model.as_str());
+    if args.decision_model == DecisionModel::Scripted {
+        let _ = write!(model, " --model-latency-ms {}", args.model_latency_ms);
+    }
+    let distinct = if args.distinct_texts {
+        " --distinct-texts"
+    } else {
+        ""
+    };
     let _ = writeln!(
         s,
-        "Command: `cargo bench --bench throughput -- --model-latency-ms {} --conversations {} --turns {} --partitions {} --max-in-flight-per-partition {} --max-in-flight {} --interrupt-every {} --phases {} --phase-secs {}`\n",
-        args.model_latency_ms,
+        "Command: `cargo bench --bench throughput -- {model}{distinct} --conversations {} --turns {} --partitions {} --max-in-flight-per-partition {} --max-in-flight {} --interrupt-every {} --phases {} --phase-secs {}`\n",
         args.conversations,
         args.turns,
         args.partitions,
@@ -1419,6 +1701,28 @@ fn render(args: &Args, rows: &[Row], failures: &[String]) -> String {
     );
     if let Some(bin) = &args.worker_bin {
         let _ = writeln!(s, "Worker binary: `{}` (`--worker-bin`).\n", bin.display());
+    }
+    match &fx.embeddings {
+        None => {
+            let _ = writeln!(
+                s,
+                "Decision model: scripted (`config/profiles.example.yaml`, the model test server answering after {} ms).\n",
+                args.model_latency_ms
+            );
+        }
+        Some(e) => {
+            let _ = writeln!(
+                s,
+                "Decision model: embeddings (`config/profiles.embeddings.yaml`, server {}, {:.1} ms per call when idle, examples cached in `.cache/embeddings`); texts {}.\n",
+                e.base_url,
+                e.idle_ms,
+                if args.distinct_texts {
+                    "distinct (every model-decided text tagged, so each such turn costs an embeddings call)"
+                } else {
+                    "repeated (the worker's cache of the last 512 embedded texts answers all but the first of each)"
+                },
+            );
+        }
     }
     let _ = writeln!(
         s,
@@ -1436,9 +1740,13 @@ fn render(args: &Args, rows: &[Row], failures: &[String]) -> String {
         .iter()
         .find(|r| r.phase == "raw")
         .map(|r| r.turns_per_s);
+    let calls = match args.decision_model {
+        DecisionModel::Scripted => "model calls/turn",
+        DecisionModel::Embeddings => "model decisions/turn",
+    };
     let _ = writeln!(
         s,
-        "| phase | in-flight cap | turns | turns/s | p50 ms | p95 ms | p99 ms | worker CPU µs/turn | peak RSS MB | model calls/turn | store reads/turn | store writes/turn | × baseline | % Little bound | % raw loop |"
+        "| phase | in-flight cap | turns | turns/s | p50 ms | p95 ms | p99 ms | worker CPU µs/turn | peak RSS MB | {calls} | store reads/turn | store writes/turn | × baseline | % Little bound | % raw loop |"
     );
     let _ = writeln!(
         s,
@@ -1468,9 +1776,32 @@ fn render(args: &Args, rows: &[Row], failures: &[String]) -> String {
     }
     let _ = writeln!(s);
     for r in rows {
+        let model = match args.decision_model {
+            DecisionModel::Scripted => format!(
+                "model calls on typed turns {}",
+                r.typed_turn_model_calls
+                    .map_or("–".into(), |n| n.to_string())
+            ),
+            DecisionModel::Embeddings => format!(
+                "typed turns answered {}; decisions (`turnstile_decisions_total`) {}; calls to the chat test server {}",
+                r.typed_answered,
+                r.decisions.as_deref().unwrap_or("–"),
+                r.chat_requests.map_or("–".into(), |n| n.to_string()),
+            ),
+        };
+        let checks = if r.phase == "worker" || r.phase == "baseline" {
+            let problems = model_problems(args, r);
+            if problems.is_empty() {
+                " Decision checks: ok.".to_owned()
+            } else {
+                format!(" **Decision checks failed**: {}.", problems.join("; "))
+            }
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             s,
-            "- **{}**: {} sent, {} answered, {} timed out or cut by the phase cap, over {:.1} s; peak turns in flight (sampled 1/s) {}; turns settled without a model call {}; model calls on typed turns {}; tool executions {}; Little's-law bound {} turns/s. {}",
+            "- **{}**: {} sent, {} answered, {} timed out or cut by the phase cap, over {:.1} s; peak turns in flight (sampled 1/s) {}; turns settled without a model call {}; {model}; tool executions {}; Little's-law bound {} turns/s. {}{checks}",
             r.phase,
             r.sent,
             r.turns,
@@ -1478,7 +1809,6 @@ fn render(args: &Args, rows: &[Row], failures: &[String]) -> String {
             r.seconds,
             opt(r.max_in_flight_seen, 0),
             opt(r.settled_without_model, 0),
-            r.typed_turn_model_calls.map_or("–".into(), |n| n.to_string()),
             r.tool_executions.map_or("–".into(), |n| n.to_string()),
             opt(r.little_bound, 0),
             r.notes,
@@ -1486,7 +1816,7 @@ fn render(args: &Args, rows: &[Row], failures: &[String]) -> String {
     }
     let _ = writeln!(
         s,
-        "\nLittle's-law bound = min(in-flight cap, conversations) ÷ (model latency × model calls per turn measured in that phase): the rate if every turn in flight only waited for its model calls, in sequence. Reply latency: inbound produce → reply visible to a `read_committed` reader. Worker CPU: utime+stime of the worker process from load start to load end ÷ turns the worker counted. Peak RSS: VmHWM of the worker process (whole life)."
+        "\nLittle's-law bound = min(in-flight cap, conversations) ÷ (model latency × model calls per turn measured in that phase): the rate if every turn in flight only waited for its model calls, in sequence (none with the embeddings model, whose latency is the server's queue). Reply latency: inbound produce → reply visible to a `read_committed` reader. Worker CPU: utime+stime of the worker process from load start to load end ÷ turns the worker counted. Peak RSS: VmHWM of the worker process (whole life)."
     );
     for f in failures {
         let _ = writeln!(s, "\n**FAILED** {f}");
