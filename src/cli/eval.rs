@@ -306,6 +306,7 @@ async fn run_clinc150(args: Clinc150Args) -> u8 {
             threshold: router_threshold,
             scores: bench::score(&expected, &decisions, router_threshold),
         },
+        curve: bench::curve(&expected, &decisions),
         intents: catalog
             .assistant(bench::ASSISTANT)
             .map_or(0, |a| a.tools.len()),

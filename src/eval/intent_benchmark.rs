@@ -163,6 +163,19 @@ pub fn choose_threshold(expected: &[&str], decisions: &[Decision]) -> f64 {
     best.1
 }
 
+/// The figures at thresholds 0.1 … 0.9.
+pub fn curve(expected: &[&str], decisions: &[Decision]) -> Vec<AtThreshold> {
+    (1..=9)
+        .map(|i| {
+            let threshold = f64::from(i) / 10.0;
+            AtThreshold {
+                threshold,
+                scores: score(expected, decisions, threshold),
+            }
+        })
+        .collect()
+}
+
 /// The queries of a split and its out-of-scope companion (`val` + `oos_val`, `test` + `oos_test`).
 pub fn queries<'a>(
     data: &'a Clinc150,
@@ -263,6 +276,8 @@ pub struct Report {
     pub val: Scores,
     /// The split's figures at the configured router threshold (the seeds' 0.90 by default).
     pub at_router_threshold: AtThreshold,
+    /// The split's figures at thresholds 0.1, 0.2, … 0.9: the trade-off an operator picks from.
+    pub curve: Vec<AtThreshold>,
     pub intents: usize,
     pub domains: usize,
     pub examples: usize,
@@ -279,6 +294,7 @@ impl Report {
              \x20 in-scope accuracy {ia:.1} %   out-of-scope recall {or:.1} %   out-of-scope precision {op:.1} %\n\
              \x20 on val + oos_val at that threshold: in-scope {via:.1} %, out-of-scope recall {vor:.1} %\n\
              \x20 at the router threshold {rt:.2}: in-scope {ria:.1} %, out-of-scope recall {ror:.1} %\n\
+             {curve}\
              fallbacks (embeddings call failed): {fb}\n\
              time per decision: mean {mean:.1} ms, p95 {p95:.1} ms, CPU {cpu:.2} ms (this process)\n",
             split = self.split,
@@ -298,6 +314,16 @@ impl Report {
             rt = self.at_router_threshold.threshold,
             ria = pct(self.at_router_threshold.scores.in_scope_accuracy),
             ror = pct(self.at_router_threshold.scores.oos_recall),
+            curve = self
+                .curve
+                .iter()
+                .map(|c| format!(
+                    "  at {:.1}: in-scope {:.1} %, out-of-scope recall {:.1} %\n",
+                    c.threshold,
+                    pct(c.scores.in_scope_accuracy),
+                    pct(c.scores.oos_recall)
+                ))
+                .collect::<String>(),
             fb = self.fallbacks,
             mean = self.ms_per_decision_mean,
             p95 = self.ms_per_decision_p95,
