@@ -1,7 +1,7 @@
 //! The one catalogue of metric names, labels and buckets (Prometheus conventions: base units,
 //! `_total` counters, bounded label values — never a conversation id), plus logging setup.
 
-use metrics::{counter, describe_counter, describe_gauge, describe_histogram, Unit};
+use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, Unit};
 
 use crate::domain::effect::TurnOutcome;
 
@@ -36,6 +36,9 @@ pub const CHECKPOINT_DECODE_FAILURES_TOTAL: &str = "turnstile_checkpoint_decode_
 pub const FENCED_WRITES_TOTAL: &str = "turnstile_fenced_writes_total";
 pub const DEAD_LETTERS_TOTAL: &str = "turnstile_dead_letters_total";
 pub const PARTITIONS_ASSIGNED: &str = "turnstile_partitions_assigned";
+pub const READY: &str = "turnstile_ready";
+pub const IN_FLIGHT_LIMIT: &str = "turnstile_in_flight_limit";
+pub const IN_FLIGHT_PER_PARTITION_LIMIT: &str = "turnstile_in_flight_per_partition_limit";
 
 /// Latency buckets in seconds for model, tool and turn histograms (5 ms … 30 s).
 pub const LATENCY_BUCKETS_SECONDS: &[f64] = &[
@@ -176,6 +179,29 @@ pub fn describe() {
         Unit::Count,
         "Inbound partitions assigned to this worker."
     );
+    describe_gauge!(
+        READY,
+        Unit::Count,
+        "1 while /readyz answers 200 (group joined or partitions held, store and broker up), \
+         else 0."
+    );
+    describe_gauge!(
+        IN_FLIGHT_LIMIT,
+        Unit::Count,
+        "Turns processed at once per process at most (TURNSTILE_MAX_IN_FLIGHT)."
+    );
+    describe_gauge!(
+        IN_FLIGHT_PER_PARTITION_LIMIT,
+        Unit::Count,
+        "Conversations processed at once per partition at most \
+         (TURNSTILE_MAX_IN_FLIGHT_PER_PARTITION)."
+    );
+}
+
+/// Exports the in-flight caps, so `turnstile_turns_in_flight` can be read against them.
+pub fn record_in_flight_limits(process: usize, per_partition: usize) {
+    gauge!(IN_FLIGHT_LIMIT).set(process as f64);
+    gauge!(IN_FLIGHT_PER_PARTITION_LIMIT).set(per_partition as f64);
 }
 
 /// Records what the engine decided in one turn: transitions, events, fallbacks, diagnoses.
@@ -227,5 +253,43 @@ impl Waiting {
 impl Drop for Waiting {
     fn drop(&mut self) {
         self.0.decrement(1.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The in-flight caps and readiness are exported under their catalogue names, with help
+    /// texts, by the exporter `turnstile run` installs.
+    #[test]
+    fn the_limit_gauges_are_exported_with_help() {
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        metrics::with_local_recorder(&recorder, || {
+            describe();
+            record_in_flight_limits(10_000, 256);
+            gauge!(READY).set(1.0);
+        });
+        let text = handle.render();
+        for line in [
+            "turnstile_in_flight_limit 10000",
+            "turnstile_in_flight_per_partition_limit 256",
+            "turnstile_ready 1",
+            "# TYPE turnstile_in_flight_limit gauge",
+            "# TYPE turnstile_ready gauge",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "no line `{line}` in:\n{text}"
+            );
+        }
+        for name in [READY, IN_FLIGHT_LIMIT, IN_FLIGHT_PER_PARTITION_LIMIT] {
+            assert!(
+                text.lines()
+                    .any(|l| l.starts_with(&format!("# HELP {name} "))),
+                "{name} has no help text:\n{text}"
+            );
+        }
     }
 }

@@ -1749,6 +1749,25 @@ async fn io5_metrics_health_and_readiness_of_a_running_worker() {
             .any(|l| l.starts_with("turnstile_dead_letters_total") && l.contains("undecodable")),
         "the dead letter is counted by reason:\n{metrics}"
     );
+    // Readiness and the in-flight caps as gauges (the alerts compare against them): ready 1
+    // while /readyz answers 200, the caps as configured (defaults here).
+    let unlabelled = |family: &str| {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{family} ")))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+    };
+    for (family, expected) in [
+        ("turnstile_ready", 1.0),
+        ("turnstile_in_flight_limit", 10_000.0),
+        ("turnstile_in_flight_per_partition_limit", 256.0),
+    ] {
+        assert_eq!(
+            unlabelled(family),
+            Some(expected),
+            "/metrics: {family} should be {expected}:\n{metrics}"
+        );
+    }
     let problems = exposition_problems(&metrics);
     assert!(
         problems.is_empty(),

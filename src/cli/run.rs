@@ -163,6 +163,8 @@ pub async fn run(args: Args) -> u8 {
     };
     telemetry::describe();
     let health = Arc::new(Health::default());
+    // `turnstile_ready` 0 from the first scrape on, so "not ready" is a value, not an absence.
+    health.publish();
     let (bound, _listener) =
         match listener::serve(&worker_config.listen, metrics, health.clone()).await {
             Ok(x) => x,
@@ -196,6 +198,7 @@ pub async fn run(args: Args) -> u8 {
     health
         .store_ok
         .store(true, std::sync::atomic::Ordering::Relaxed);
+    health.publish();
     let services = Services {
         catalog,
         settings,

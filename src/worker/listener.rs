@@ -60,7 +60,8 @@ async fn ready(State(s): State<ListenerState>) -> impl IntoResponse {
         "{{\"group_joined\":{joined},\"assigned_partitions\":{},\"store\":{store},\"broker\":{broker}}}\n",
         h.assigned_partitions.load(Ordering::Relaxed)
     );
-    let status = if joined && store && broker {
+    // The same rule as `turnstile_ready` (`Health::is_ready`), so the gauge and the probe agree.
+    let status = if h.is_ready() {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE

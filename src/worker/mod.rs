@@ -65,6 +65,22 @@ pub struct Health {
     pub broker_ok: AtomicBool,
 }
 
+impl Health {
+    /// What `/readyz` answers 200 for: the consumer joined the group (or holds partitions), the
+    /// checkpoint store answered and the transactional producer initialised.
+    pub fn is_ready(&self) -> bool {
+        let joined = self.joined.load(Ordering::Relaxed)
+            || self.assigned_partitions.load(Ordering::Relaxed) > 0;
+        joined && self.store_ok.load(Ordering::Relaxed) && self.broker_ok.load(Ordering::Relaxed)
+    }
+
+    /// Sets `turnstile_ready` to what `/readyz` would answer now (1 = 200, 0 = 503); called
+    /// wherever a readiness fact changes, and on every coordinator tick.
+    pub fn publish(&self) {
+        gauge!(telemetry::READY).set(if self.is_ready() { 1.0 } else { 0.0 });
+    }
+}
+
 /// Why the worker stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
@@ -203,6 +219,7 @@ where
     M: DecisionModel + Send + Sync + 'static,
     T: ToolGateway + Send + Sync + 'static,
 {
+    telemetry::record_in_flight_limits(config.max_in_flight, config.max_in_flight_per_partition);
     if let Some(partitions) = config.create_topics {
         topics::create_topics(&config.brokers, &config.topics, partitions)
             .await
@@ -234,6 +251,7 @@ where
     .map_err(|e| WorkerError::Kafka(e.to_string()))?
     .map_err(|e| WorkerError::Kafka(format!("init_transactions: {e}")))?;
     health.broker_ok.store(true, Ordering::Relaxed);
+    health.publish();
 
     let marks: CommittedMarks = Default::default();
     let (commit_tx, commit_rx) = std_mpsc::channel::<CommitCommand>();
@@ -430,6 +448,7 @@ where
         match ev {
             ConsumerEvent::Assigned { partition, offsets } => {
                 self.health.joined.store(true, Ordering::Relaxed);
+                self.health.publish();
                 let _ = self
                     .commit_tx
                     .send(CommitCommand::Assign(partition, offsets.clone()));
@@ -534,6 +553,7 @@ where
         match epoch {
             Ok(e) => {
                 self.health.store_ok.store(true, Ordering::Relaxed);
+                self.health.publish();
                 if let Some(st) = self.partitions.get_mut(&partition) {
                     tracing::info!(partition, epoch = e, "Partition lease taken.");
                     st.epoch = Some(e);
@@ -541,6 +561,7 @@ where
             }
             Err(err) => {
                 self.health.store_ok.store(false, Ordering::Relaxed);
+                self.health.publish();
                 tracing::warn!(partition, error = %err, "Cannot take the partition lease; retrying.");
                 if self.partitions.contains_key(&partition) {
                     let tx = epoch_tx.clone();
@@ -650,6 +671,7 @@ where
         self.health
             .assigned_partitions
             .store(self.partitions.len(), Ordering::Relaxed);
+        self.health.publish();
     }
 
     /// Starts every record allowed to run: key-ordered, bounded per partition and process.
@@ -961,6 +983,52 @@ mod tests {
     use crate::tool::http::HttpToolGateway;
 
     type RealShared = Shared<OpenAiCompatibleModel, HttpToolGateway>;
+
+    /// `turnstile_ready` follows exactly what `/readyz` answers: 0 until the group is joined (or
+    /// partitions held), the store answered and the producer initialised; 0 again when the store
+    /// stops answering. Rendered by the same exporter `turnstile run` installs.
+    #[test]
+    fn the_ready_gauge_is_exported_and_follows_readiness() {
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        let health = Health::default();
+        let ready_line = |text: &str| {
+            text.lines()
+                .find(|l| l.starts_with("turnstile_ready "))
+                .map(str::to_owned)
+        };
+        metrics::with_local_recorder(&recorder, || {
+            health.publish();
+            assert!(!health.is_ready());
+            assert_eq!(
+                ready_line(&handle.render()).as_deref(),
+                Some("turnstile_ready 0")
+            );
+            health.store_ok.store(true, Ordering::Relaxed);
+            health.broker_ok.store(true, Ordering::Relaxed);
+            health.publish();
+            assert_eq!(
+                ready_line(&handle.render()).as_deref(),
+                Some("turnstile_ready 0"),
+                "not joined and no partition: not ready"
+            );
+            health.assigned_partitions.store(3, Ordering::Relaxed);
+            health.publish();
+            assert!(health.is_ready());
+            assert_eq!(
+                ready_line(&handle.render()).as_deref(),
+                Some("turnstile_ready 1")
+            );
+            health.store_ok.store(false, Ordering::Relaxed);
+            health.publish();
+            assert!(!health.is_ready());
+            assert_eq!(
+                ready_line(&handle.render()).as_deref(),
+                Some("turnstile_ready 0"),
+                "store lost: not ready"
+            );
+        });
+    }
 
     fn output(payload: &[u8]) -> Output {
         Output {
