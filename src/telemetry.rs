@@ -4,6 +4,7 @@
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, Unit};
 
 use crate::domain::effect::TurnOutcome;
+use crate::message::DeadLetterReason;
 
 // Model calls (per skill and profile).
 pub const MODEL_REQUESTS_TOTAL: &str = "turnstile_model_requests_total";
@@ -32,6 +33,8 @@ pub const CHECKPOINT_LOAD_DURATION_SECONDS: &str = "turnstile_checkpoint_load_du
 pub const CHECKPOINT_SAVE_DURATION_SECONDS: &str = "turnstile_checkpoint_save_duration_seconds";
 pub const CHECKPOINT_REQUESTS_WAITING: &str = "turnstile_checkpoint_requests_waiting";
 pub const CHECKPOINT_ERRORS_TOTAL: &str = "turnstile_checkpoint_errors_total";
+/// The `op` label values of `turnstile_checkpoint_errors_total`.
+pub const CHECKPOINT_OPS: [&str; 2] = ["load", "save"];
 pub const CHECKPOINT_DECODE_FAILURES_TOTAL: &str = "turnstile_checkpoint_decode_failures_total";
 pub const FENCED_WRITES_TOTAL: &str = "turnstile_fenced_writes_total";
 pub const DEAD_LETTERS_TOTAL: &str = "turnstile_dead_letters_total";
@@ -132,7 +135,8 @@ pub fn describe() {
     describe_gauge!(
         PARTITION_LAG,
         Unit::Count,
-        "Records between the committed offset and the high watermark, by partition."
+        "Records delivered to this worker and not finished yet, by partition (not the \
+         broker-side lag: unfetched records are not counted)."
     );
     describe_histogram!(
         COMMIT_DURATION_SECONDS,
@@ -196,6 +200,19 @@ pub fn describe() {
         "Conversations processed at once per partition at most \
          (TURNSTILE_MAX_IN_FLIGHT_PER_PARTITION)."
     );
+}
+
+/// Exports the counters the alerts watch at 0 before anything happens, so their first increment
+/// is an increase to `rate()` / `increase()` (a series that appears at 1 shows none).
+pub fn register_alerted_series() {
+    for reason in DeadLetterReason::ALL {
+        counter!(DEAD_LETTERS_TOTAL, "reason" => reason.as_str()).increment(0);
+    }
+    for op in CHECKPOINT_OPS {
+        counter!(CHECKPOINT_ERRORS_TOTAL, "op" => op).increment(0);
+    }
+    counter!(COMMIT_FAILURES_TOTAL).increment(0);
+    counter!(FENCED_WRITES_TOTAL).increment(0);
 }
 
 /// Exports the in-flight caps, so `turnstile_turns_in_flight` can be read against them.
@@ -269,6 +286,7 @@ mod tests {
         metrics::with_local_recorder(&recorder, || {
             describe();
             record_in_flight_limits(10_000, 256);
+            register_alerted_series();
             gauge!(READY).set(1.0);
         });
         let text = handle.render();
@@ -278,6 +296,10 @@ mod tests {
             "turnstile_ready 1",
             "# TYPE turnstile_in_flight_limit gauge",
             "# TYPE turnstile_ready gauge",
+            "turnstile_dead_letters_total{reason=\"engine_error\"} 0",
+            "turnstile_checkpoint_errors_total{op=\"save\"} 0",
+            "turnstile_commit_failures_total 0",
+            "turnstile_fenced_writes_total 0",
         ] {
             assert!(
                 text.lines().any(|l| l == line),

@@ -1743,10 +1743,13 @@ async fn io5_metrics_health_and_readiness_of_a_running_worker() {
             "IO-5: /metrics has no {family}:\n{metrics}"
         );
     }
-    assert!(
-        metrics
-            .lines()
-            .any(|l| l.starts_with("turnstile_dead_letters_total") && l.contains("undecodable")),
+    assert_eq!(
+        series_value(
+            &metrics,
+            "turnstile_dead_letters_total",
+            "reason=\"undecodable\""
+        ),
+        Some(1.0),
         "the dead letter is counted by reason:\n{metrics}"
     );
     // Readiness and the in-flight caps as gauges (the alerts compare against them): ready 1

@@ -97,6 +97,7 @@ impl Committer {
                     if let Some(ack) = self.apply(cmd) {
                         let ok = self.commit()?;
                         let _ = ack.send(ok);
+                        self.record_lag();
                         last = Instant::now();
                     }
                 }
@@ -108,6 +109,9 @@ impl Committer {
             }
             if last.elapsed() >= interval {
                 self.commit()?;
+                // Every interval, committed or not: a stalled partition (nothing finishes, so
+                // nothing commits) still shows its growing backlog.
+                self.record_lag();
                 last = Instant::now();
             }
             self.producer.poll(Duration::ZERO);
@@ -144,6 +148,9 @@ impl Committer {
             CommitCommand::Flush(ack) => return Some(ack),
             CommitCommand::Revoke(ps) => {
                 for p in ps {
+                    // The new owner reports this partition now; a frozen last value here would
+                    // be counted twice in a sum over workers.
+                    gauge!(telemetry::PARTITION_LAG, "partition" => p.to_string()).set(0.0);
                     self.trackers.remove(&p);
                     self.pending.remove(&p);
                     self.last_committed.remove(&p);
@@ -154,6 +161,14 @@ impl Committer {
             }
         }
         None
+    }
+
+    /// `turnstile_partition_lag`: delivered, unfinished records of each held partition.
+    fn record_lag(&self) {
+        for (p, t) in &self.trackers {
+            gauge!(telemetry::PARTITION_LAG, "partition" => p.to_string())
+                .set(t.in_progress() as f64);
+        }
     }
 
     /// One transaction: every publishable output, then the offsets with their metadata.
@@ -220,10 +235,6 @@ impl Committer {
                             m.insert(elem.partition(), o);
                         }
                     }
-                }
-                for (p, t) in &self.trackers {
-                    gauge!(telemetry::PARTITION_LAG, "partition" => p.to_string())
-                        .set(t.in_progress() as f64);
                 }
                 Ok(true)
             }

@@ -220,6 +220,7 @@ where
     T: ToolGateway + Send + Sync + 'static,
 {
     telemetry::record_in_flight_limits(config.max_in_flight, config.max_in_flight_per_partition);
+    telemetry::register_alerted_series();
     if let Some(partitions) = config.create_topics {
         topics::create_topics(&config.brokers, &config.topics, partitions)
             .await
