@@ -63,6 +63,15 @@ async fn model_at(
     timeout_seconds: f64,
     cache: Option<std::path::PathBuf>,
 ) -> Result<ConfiguredModel, String> {
+    model_capped(base_url, timeout_seconds, cache, None).await
+}
+
+async fn model_capped(
+    base_url: &str,
+    timeout_seconds: f64,
+    cache: Option<std::path::PathBuf>,
+    max_concurrency: Option<usize>,
+) -> Result<ConfiguredModel, String> {
     let catalog = catalog();
     let settings = Arc::new(Settings::default());
     let profiles = profiles(base_url, timeout_seconds);
@@ -77,6 +86,7 @@ async fn model_at(
         &EmbeddingsSetup {
             base_url: None,
             cache_dir: cache,
+            max_concurrency,
         },
         &no_env,
         Ok,
@@ -260,6 +270,8 @@ enum Fault {
     Slow,
     WrongDimension,
     Status500,
+    /// One call at a time, 400 ms each, like a one-thread server working through its queue.
+    Serial,
 }
 
 #[derive(Clone)]
@@ -267,6 +279,7 @@ struct Proxy {
     upstream: String,
     fault: Arc<std::sync::Mutex<Fault>>,
     client: reqwest::Client,
+    serial: Arc<tokio::sync::Mutex<()>>,
 }
 
 async fn proxied(State(p): State<Proxy>, body: Bytes) -> Response {
@@ -277,6 +290,13 @@ async fn proxied(State(p): State<Proxy>, body: Bytes) -> Response {
     if fault == Fault::Slow {
         tokio::time::sleep(Duration::from_secs(3)).await;
     }
+    let _one_at_a_time = if fault == Fault::Serial {
+        let guard = p.serial.clone().lock_owned().await;
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        Some(guard)
+    } else {
+        None
+    };
     let answer = p
         .client
         .post(format!("{}/embeddings", p.upstream))
@@ -305,6 +325,7 @@ async fn start_proxy() -> (String, Arc<std::sync::Mutex<Fault>>) {
         upstream: upstream(),
         fault: fault.clone(),
         client: reqwest::Client::new(),
+        serial: Arc::new(tokio::sync::Mutex::new(())),
     };
     let app = Router::new()
         .route("/v1/embeddings", post(proxied))
@@ -363,6 +384,47 @@ async fn every_fault_is_a_fallback_with_its_reason() {
         error.contains("cannot embed its examples") && error.contains("scripts/services.sh up"),
         "{error}"
     );
+}
+
+#[tokio::test]
+async fn a_burst_waits_for_a_slot_instead_of_timing_out_in_the_servers_queue() {
+    // Five decisions at once against a server that works one call at a time (400 ms each), with
+    // a 1 s timeout: uncapped, the later calls wait in the server's queue past their timeout;
+    // capped at one call at a time, each waits for its slot before its timeout starts.
+    let (url, fault) = start_proxy().await;
+    let burst = |model: ConfiguredModel, tag: &'static str| async move {
+        let calls = (0..5).map(|i| {
+            let model = model.clone();
+            async move {
+                let request = classify_request(&format!("I want a person ({tag} {i})"), None);
+                model.classify(&request, ctx()).await
+            }
+        });
+        futures_join_all(calls).await
+    };
+    let uncapped = model_capped(&url, 1.0, None, None).await.expect("built");
+    let capped = model_capped(&url, 1.0, None, Some(1)).await.expect("built");
+    *fault.lock().expect("lock") = Fault::Serial;
+    let answers = burst(uncapped, "uncapped").await;
+    assert!(
+        answers.contains(&Err(ModelFailure::Timeout)),
+        "uncapped, the queue outlasts the timeout: {answers:?}"
+    );
+    let answers = burst(capped, "capped").await;
+    assert!(answers.iter().all(Result::is_ok), "{answers:?}");
+}
+
+async fn futures_join_all<F>(calls: impl Iterator<Item = F>) -> Vec<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let handles: Vec<_> = calls.map(tokio::spawn).collect();
+    let mut out = Vec::new();
+    for h in handles {
+        out.push(h.await.expect("task"));
+    }
+    out
 }
 
 #[tokio::test]

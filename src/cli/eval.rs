@@ -227,6 +227,7 @@ async fn run_clinc150(args: Clinc150Args) -> u8 {
         args.embeddings_base_url.as_deref(),
         catalog.clone(),
         Some(args.embeddings_cache_dir.clone()),
+        None,
         &env,
     )
     .await
@@ -397,6 +398,8 @@ async fn run_decisions(args: DecisionsArgs) -> u8 {
     let setup = EmbeddingsSetup {
         base_url: args.embeddings_base_url.clone(),
         cache_dir: args.embeddings_cache_dir.clone(),
+        // One decision at a time.
+        max_concurrency: None,
     };
     let model = match ConfiguredModel::build(
         llm,

@@ -106,6 +106,7 @@ pub async fn run(args: Args) -> u8 {
     let setup = EmbeddingsSetup {
         base_url: args.embeddings_base_url.clone(),
         cache_dir: args.embeddings_cache_dir.clone(),
+        max_concurrency: Some(worker_config.embeddings_max_concurrency),
     };
     let model = match ConfiguredModel::build(
         llm,

@@ -35,6 +35,9 @@ pub struct EmbeddingsSetup {
     pub base_url: Option<String>,
     /// `TURNSTILE_EMBEDDINGS_CACHE_DIR`; `None` = no disk cache.
     pub cache_dir: Option<PathBuf>,
+    /// Embeddings calls at once, all embeddings profiles together
+    /// (`TURNSTILE_EMBEDDINGS_MAX_CONCURRENCY`); `None` = unbounded.
+    pub max_concurrency: Option<usize>,
 }
 
 #[derive(Clone)]
@@ -89,6 +92,10 @@ impl ConfiguredModel {
         }
         let mut embeddings = BTreeMap::new();
         let mut escalates = false;
+        // One pool: the profiles of a process normally share one embeddings server.
+        let slots = setup
+            .max_concurrency
+            .map(|n| Arc::new(tokio::sync::Semaphore::new(n.max(1))));
         for name in used {
             let Some(p) = profiles.get(name) else {
                 continue;
@@ -102,6 +109,7 @@ impl ConfiguredModel {
                 setup.base_url.as_deref(),
                 catalog.clone(),
                 setup.cache_dir.clone(),
+                slots.clone(),
                 env,
             )
             .await?;

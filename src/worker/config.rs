@@ -20,6 +20,9 @@ pub struct WorkerConfig {
     pub max_in_flight: usize,
     /// Model calls in progress at once (each holds an HTTP connection); the rest wait.
     pub model_max_concurrency: usize,
+    /// Embeddings calls at once (all embeddings profiles): about the server's parallelism, so
+    /// a burst waits here, before its timeout starts, instead of in the server's queue.
+    pub embeddings_max_concurrency: usize,
     /// Checkpoint reads and writes in progress at once; the rest wait.
     pub store_max_concurrency: usize,
     /// Records fetched but not started, per partition, before the partition is paused.
@@ -54,6 +57,7 @@ impl Default for WorkerConfig {
             max_in_flight_per_partition: 256,
             max_in_flight: 10_000,
             model_max_concurrency: 768,
+            embeddings_max_concurrency: 16,
             store_max_concurrency: 512,
             max_buffered_per_partition: 2_000,
             max_buffered_bytes: 64 * 1024 * 1024,
@@ -111,6 +115,11 @@ impl WorkerConfig {
         number(
             "TURNSTILE_MODEL_MAX_CONCURRENCY",
             &mut c.model_max_concurrency,
+            1,
+        );
+        number(
+            "TURNSTILE_EMBEDDINGS_MAX_CONCURRENCY",
+            &mut c.embeddings_max_concurrency,
             1,
         );
         number(

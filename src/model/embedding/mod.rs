@@ -54,9 +54,14 @@ impl EmbeddingModel {
         base_url: Option<&str>,
         catalog: Arc<Catalog>,
         cache_dir: Option<PathBuf>,
+        slots: Option<Arc<tokio::sync::Semaphore>>,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<EmbeddingModel, EmbeddingModelError> {
         let client = EmbeddingsClient::new(profile, base_url, env)?;
+        let client = match slots {
+            Some(s) => client.with_slots(s),
+            None => client,
+        };
         let mut indexes = BTreeMap::new();
         for (id, assistant) in &catalog.assistants {
             let labelled = examples::labelled_examples(assistant);
