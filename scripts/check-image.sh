@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# Proves the runtime stage of the Containerfile on this machine, where no registry image can be
+# pulled (so the builder stage, FROM rust:1.85-bookworm, cannot run here):
+#
+#  1. assembles the image's file system from the host-built release binary with the same script
+#     the Containerfile's builder stage runs (scripts/image-rootfs.sh: the binary, the libraries
+#     ldd lists, CA certificates, passwd/group for UID 10001, the example configuration);
+#  2. runs the binary inside that file system alone (chroot, as UID 10001, empty environment):
+#     --help, check-config on both example profile files, migrate against a closed port (exit 69:
+#     the async runtime and the CQL driver start) — this proves the library set is complete;
+#  3. with buildah installed: builds the Containerfile's real runtime stage on `scratch`, with
+#     the builder stage replaced by that file system (`--build-context builder=DIR`), checks the
+#     image config (USER 10001:10001, ENTRYPOINT, CMD, WORKDIR), then runs the image with
+#     `buildah run --isolation chroot` (no OCI runtime needed: crun refuses this sandbox's hybrid
+#     cgroups): --help, check-config with the image's own relative defaults, and `turnstile run`
+#     long enough to see /healthz 200, /readyz 503 (no store), /metrics, and the process's UID
+#     10001 with no capabilities. Without buildah this step is skipped with a message.
+#
+# Needs root (chroot, buildah's storage). Caches under .cache/image/ (git-ignored); buildah's
+# storage is kept there too, not in the system's /var/lib/containers. Takes a few seconds when
+# the release binary exists; builds it (cargo build --release --locked --bin turnstile) if not.
+# Not run by CI (.ci/run): it needs root and buildah, and proves the image, not the code.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+cache="$repo/.cache/image"
+context="$cache/context"
+rootfs="$context/rootfs"
+binary="$repo/target/release/turnstile"
+uid=10001
+tag=localhost/turnstile:check-image
+
+step() { echo "== $*"; }
+fail() { echo "check-image: FAIL: $*" >&2; exit 1; }
+ok() { echo "   ok: $*"; }
+
+[[ $(id -u) -eq 0 ]] || fail "needs root (chroot and buildah storage); run it as root"
+chroot_bin=$(command -v chroot || echo /usr/sbin/chroot)
+[[ -x "$chroot_bin" ]] || fail "chroot not found (coreutils)"
+
+step "release binary"
+if [[ ! -x "$binary" ]]; then
+  cargo build --release --locked --bin turnstile
+fi
+ok "$binary"
+
+step "runtime file system (scripts/image-rootfs.sh)"
+mkdir -p "$context"
+bash scripts/image-rootfs.sh "$binary" "$rootfs" "$repo"
+sed 's/^/   lib: /' "$rootfs/usr/share/turnstile/libraries.txt"
+
+# Runs the image's binary inside the rootfs as the image user, with nothing from the host.
+in_rootfs() { env -i "$chroot_bin" --userspec=$uid:$uid "$rootfs" /usr/local/bin/turnstile "$@"; }
+
+step "chroot: the binary runs with only those libraries, as UID $uid"
+in_rootfs --help >"$cache/help.txt" || fail "turnstile --help failed in the rootfs"
+grep -q '^Usage: turnstile' "$cache/help.txt" || fail "unexpected --help output: $(head -3 "$cache/help.txt")"
+ok "turnstile --help"
+for profiles in profiles.example.yaml profiles.embeddings.yaml; do
+  out=$(in_rootfs check-config --config /usr/share/turnstile/config/agents.example.yaml \
+    --profiles /usr/share/turnstile/config/$profiles 2>&1) || fail "check-config ($profiles): $out"
+  ok "check-config --profiles $profiles: $out"
+done
+set +e
+out=$(in_rootfs migrate --contact 127.0.0.1:1 2>&1)
+rc=$?
+set -e
+[[ $rc -eq 69 ]] || fail "migrate against a closed port: exit $rc, expected 69: $out"
+ok "migrate --contact 127.0.0.1:1 exits 69 (runtime and CQL driver start, store unreachable)"
+
+if ! command -v buildah >/dev/null; then
+  echo "check-image: SKIP the image build and run: buildah is not installed" \
+    "(apt-get install buildah); the rootfs checks above passed"
+  exit 0
+fi
+
+bah() { buildah --root "$cache/storage" --runroot "$cache/run" --storage-driver vfs "$@"; }
+ctr=""
+run_pid=""
+cleanup() {
+  if [[ -n "$run_pid" ]] && kill -0 "$run_pid" 2>/dev/null; then kill "$run_pid" 2>/dev/null || true; fi
+  if [[ -n "$ctr" ]]; then bah rm "$ctr" >/dev/null 2>&1 || true; fi
+  bah rmi -f "$tag" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+
+step "buildah $(buildah --version | awk '{print $3}'): the Containerfile's runtime stage on scratch"
+bah build --quiet --target runtime --build-context "builder=$context" \
+  -f Containerfile -t "$tag" . >"$cache/build.log" 2>&1 \
+  || { cat "$cache/build.log" >&2; fail "buildah build of the runtime stage"; }
+bah inspect --type image "$tag" >"$cache/image.json"
+python3 - "$uid" "$cache/image.json" <<'EOF' || fail "image config"
+import json, sys
+uid = sys.argv[1]
+c = json.load(open(sys.argv[2]))["OCIv1"]["config"]
+want = {
+    "User": f"{uid}:{uid}",
+    "Entrypoint": ["/usr/local/bin/turnstile"],
+    "Cmd": ["run"],
+    "WorkingDir": "/usr/share/turnstile",
+}
+bad = {k: (c.get(k), v) for k, v in want.items() if c.get(k) != v}
+if bad:
+    sys.exit(f"image config differs (got, want): {bad}")
+print(f"   ok: image config User={c['User']} Entrypoint={c['Entrypoint']} Cmd={c['Cmd']} "
+      f"WorkingDir={c['WorkingDir']} ExposedPorts={sorted(c.get('ExposedPorts', {}))}")
+EOF
+size=$(bah images --format '{{.Size}}' "$tag" | head -1)
+ok "image built: $tag ($size)"
+
+ctr=$(bah from --quiet "$tag")
+brun() { bah run --isolation chroot "$@"; }
+out=$(brun "$ctr" -- /usr/local/bin/turnstile --help 2>&1) || fail "buildah run turnstile --help: $out"
+grep -q '^Usage: turnstile' <<<"$out" || fail "unexpected --help output in the image"
+ok "buildah run: turnstile --help"
+out=$(brun "$ctr" -- /usr/local/bin/turnstile check-config 2>&1) || fail "check-config in the image: $out"
+ok "buildah run: turnstile check-config (WORKDIR defaults): $out"
+out=$(brun "$ctr" -- /usr/local/bin/turnstile check-config --profiles config/profiles.embeddings.yaml 2>&1) \
+  || fail "check-config --profiles config/profiles.embeddings.yaml in the image: $out"
+ok "buildah run: turnstile check-config --profiles config/profiles.embeddings.yaml"
+
+# `turnstile run` binds the operations listener before it connects to the store: with the store
+# on a closed port it serves /healthz (200) and /readyz (503) while it retries.
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+brun --env "TURNSTILE_LISTEN=127.0.0.1:$port" --env TURNSTILE_CQL_CONTACT=127.0.0.1:1 \
+  --env TURNSTILE_MODEL_BASE_URL=http://127.0.0.1:9/v1 \
+  "$ctr" -- /usr/local/bin/turnstile run >"$cache/run.log" 2>&1 &
+run_pid=$!
+code=""
+for _ in $(seq 1 50); do
+  code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/healthz" || true)
+  [[ "$code" == 200 ]] && break
+  sleep 0.2
+done
+[[ "$code" == 200 ]] || { cat "$cache/run.log" >&2; fail "/healthz did not answer 200 (got '$code')"; }
+ok "buildah run: turnstile run: /healthz 200"
+ready_code=$(curl -s -o "$cache/readyz.json" -w '%{http_code}' "http://127.0.0.1:$port/readyz" || true)
+[[ "$ready_code" == 503 ]] || fail "/readyz answered $ready_code without a store, expected 503"
+ok "/readyz 503 without a store: $(cat "$cache/readyz.json")"
+curl -sf "http://127.0.0.1:$port/metrics" | grep -q '^turnstile_ready 0' || fail "/metrics lacks turnstile_ready 0"
+ok "/metrics: turnstile_ready 0"
+worker_pid=$(ss -Hltnp "sport = :$port" | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2)
+[[ -n "$worker_pid" ]] || fail "cannot find the process listening on $port"
+status=$(grep -E '^(Uid|Gid|CapEff):' "/proc/$worker_pid/status" | tr -s '\t ' ' ')
+grep -q "^Uid: $uid $uid $uid $uid" <<<"$status" || fail "worker is not UID $uid: $status"
+grep -q '^CapEff: 0000000000000000' <<<"$status" || fail "worker has capabilities: $status"
+ok "the worker runs as $(tr '\n' ' ' <<<"$status")"
+kill "$worker_pid"
+wait "$run_pid" 2>/dev/null || true
+run_pid=""
+echo "check-image: all checks passed"
