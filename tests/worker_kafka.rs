@@ -1807,6 +1807,73 @@ async fn io5_metrics_health_and_readiness_of_a_running_worker() {
     eprintln!("io5 metrics: {:?}", started.elapsed());
 }
 
+/// Readiness of a worker that joined the group but got no partition (more replicas than
+/// partitions): `/readyz` answers 200 ("group joined … or holds partitions") and
+/// `turnstile_ready` is 1, so an idle standby is not reported as broken and a StatefulSet's
+/// ordered rollout is not stuck behind it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn io5_a_worker_without_partitions_is_ready_once_it_joined() {
+    let started = Instant::now();
+    let fx = fixture("idle", 1).await;
+    out_of_scope_by_default(&fx.model, Duration::ZERO);
+    let (listen_a, listen_b) = (
+        format!("127.0.0.1:{}", free_port()),
+        format!("127.0.0.1:{}", free_port()),
+    );
+    let mut a = fx.spawn_child(
+        &fx.instance("idle-a"),
+        &[("TURNSTILE_LISTEN", listen_a.clone())],
+    );
+    let ready_a = wait_http(
+        &format!("http://{listen_a}/readyz"),
+        200,
+        Duration::from_secs(60),
+        &a,
+    )
+    .await;
+    let mut b = fx.spawn_child(
+        &fx.instance("idle-b"),
+        &[("TURNSTILE_LISTEN", listen_b.clone())],
+    );
+    let ready_b = wait_http(
+        &format!("http://{listen_b}/readyz"),
+        200,
+        Duration::from_secs(60),
+        &b,
+    )
+    .await;
+    let holds = |body: &str| -> u64 {
+        serde_json::from_str::<Value>(body).expect("/readyz answers JSON")["assigned_partitions"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    // The one partition belongs to one of them; the other is ready with none.
+    let (_, metrics_b) = http_get(&format!("http://{listen_b}/metrics"))
+        .await
+        .unwrap_or_else(|e| panic!("GET /metrics: {e}"));
+    let (_, ready_a_now) = http_get(&format!("http://{listen_a}/readyz"))
+        .await
+        .unwrap_or_else(|e| panic!("GET /readyz: {e}"));
+    assert_eq!(
+        holds(&ready_a_now) + holds(&ready_b),
+        1,
+        "one partition, one owner: {ready_a} / {ready_a_now} / {ready_b}"
+    );
+    assert!(
+        metrics_b.lines().any(|l| l == "turnstile_ready 1"),
+        "turnstile_ready follows /readyz:\n{metrics_b}"
+    );
+    for child in [&mut a, &mut b] {
+        let exit = child.terminate(Duration::from_secs(60));
+        assert!(
+            exit.is_some_and(|s| s.success()),
+            "SIGTERM stops the worker cleanly: {exit:?}; log:\n{}",
+            child.log_text()
+        );
+    }
+    eprintln!("io5 idle standby: {:?}", started.elapsed());
+}
+
 /// One series of a Prometheus scrape: the value of the line `family{labels}` (labels as
 /// written by the exporter, e.g. `reason="invalid_json"`), if there is one.
 fn series_value(metrics: &str, family: &str, labels: &str) -> Option<f64> {

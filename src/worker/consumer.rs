@@ -43,6 +43,9 @@ pub enum ConsumerEvent {
         done: std_mpsc::SyncSender<()>,
     },
     Record(FetchedRecord),
+    /// A rebalance completed with no new partition for this member (more members than
+    /// partitions, or nothing moved): it is in the group all the same (`/readyz`).
+    Joined,
 }
 
 /// What the coordinator asks of the consumer thread.
@@ -97,6 +100,7 @@ impl ConsumerContext for WorkerContext {
         if let Rebalance::Assign(tpl) = rebalance {
             let partitions = partitions_of(tpl, &self.topic);
             if partitions.is_empty() {
+                let _ = self.events.send(ConsumerEvent::Joined);
                 return;
             }
             let committed = consumer.committed_offsets((*tpl).clone(), Duration::from_secs(10));

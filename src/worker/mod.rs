@@ -487,6 +487,10 @@ where
                 });
                 self.finish_revocations();
             }
+            ConsumerEvent::Joined => {
+                self.health.joined.store(true, Ordering::Relaxed);
+                self.health.publish();
+            }
             ConsumerEvent::Record(record) => {
                 let size = record.size();
                 let Some(st) = self.partitions.get_mut(&record.partition) else {
