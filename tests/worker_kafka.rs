@@ -2075,3 +2075,33 @@ async fn st4_planted_undecodable_and_seed_era_checkpoints() {
     assert_eq!(stored["applied_turn_ids"], json!([seed_turn]));
     eprintln!("st4 planted checkpoints: {:?}", started.elapsed());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_failure_log_line_names_its_turn() {
+    // An operator reading a fallback in the logs must find the conversation: the line carries the
+    // turn's span (topic, partition, offset, tenant, turn id).
+    let fx = fixture("logturn", 1).await;
+    let session = fx.session("fails");
+    let turn_id = format!("{session}-1");
+    fx.model
+        .set_turn_script(&turn_id, &script(json!({"classifier": "error"})));
+    let mut reader = fx.reader();
+    let mut worker = fx.spawn_child(&fx.instance("logturn-a"), &[]);
+    fx.send_text("t1", &session, &turn_id, "what's the weather like?")
+        .await;
+    let replies = fx.topics.replies.clone();
+    wait_for(&mut reader, "the reply", |seen| {
+        !for_turn(seen, &replies, &turn_id).is_empty()
+    });
+    let log = worker.log_text();
+    worker.kill();
+    let line = log
+        .lines()
+        .find(|l| l.contains("Model call failed"))
+        .unwrap_or_else(|| panic!("no model failure logged:\n{log}"));
+    let entry: Value = serde_json::from_str(line).expect("JSON log line");
+    assert_eq!(entry["span"]["turn_id"], json!(turn_id), "{line}");
+    assert_eq!(entry["span"]["tenant_id"], json!("t1"), "{line}");
+    assert!(entry["span"]["offset"].is_number(), "{line}");
+    assert_eq!(entry["fields"]["skill"], json!("classifier"), "{line}");
+}

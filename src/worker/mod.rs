@@ -751,8 +751,9 @@ where
     }
 }
 
-/// Processes one record inside a span carrying its topic, partition, offset and tenant (the
-/// span is attached to the future, never entered across an await).
+/// Processes one record inside a span carrying its topic, partition, offset, tenant and turn id
+/// (the span is attached to the future, never entered across an await), so every line logged
+/// for the turn — a model fallback, a tool retry, a store wait — names the turn it belongs to.
 async fn process_record<M, T>(
     shared: &Shared<M, T>,
     record: FetchedRecord,
@@ -770,7 +771,8 @@ where
         topic = %shared.topics.inbound,
         partition = record.partition,
         offset = record.offset,
-        tenant_id = tracing::field::Empty
+        tenant_id = tracing::field::Empty,
+        turn_id = tracing::field::Empty
     );
     apply_record(shared, record, key, epoch, committed_mark)
         .instrument(span)
@@ -826,7 +828,9 @@ where
             return finished;
         }
     };
-    tracing::Span::current().record("tenant_id", turn.identity.tenant_id.as_str());
+    let span = tracing::Span::current();
+    span.record("tenant_id", turn.identity.tenant_id.as_str());
+    span.record("turn_id", turn.turn_id.as_str());
     finished.turn_id = turn.turn_id.clone();
     let engine = Engine::new(&services.catalog, &services.settings);
     loop {
