@@ -10,8 +10,7 @@ use clap::{Parser, Subcommand};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// Exit code for bad configuration or usage (sysexits EX_USAGE / EX_CONFIG family).
-const EXIT_CONFIG: u8 = 64;
+use turnstile::cli::EXIT_CONFIG;
 
 #[derive(Parser)]
 #[command(

@@ -29,7 +29,7 @@ use crate::ports::CallContext;
 
 pub const EXIT_ACCEPTED: u8 = 0;
 pub const EXIT_FALLBACK: u8 = 3;
-pub const EXIT_CONFIG: u8 = 64;
+pub use super::EXIT_CONFIG;
 
 /// Classify one message with the session-control model.
 #[derive(Debug, Clone, clap::Args)]

@@ -26,7 +26,7 @@ use crate::eval::recogniser;
 use crate::model::configured::{ConfiguredModel, EmbeddingsSetup};
 use crate::model::http::OpenAiCompatibleModel;
 
-pub const EXIT_CONFIG: u8 = 64;
+pub use super::EXIT_CONFIG;
 
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum Command {

@@ -11,7 +11,7 @@ use crate::store::cql::{
 
 pub const EXIT_OK: u8 = 0;
 pub const EXIT_REJECTED: u8 = 1;
-pub const EXIT_CONFIG: u8 = 64;
+pub use super::EXIT_CONFIG;
 pub const EXIT_UNAVAILABLE: u8 = 69;
 
 /// Create the checkpoint keyspace and tables (idempotent).

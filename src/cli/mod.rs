@@ -6,3 +6,7 @@ pub mod eval;
 pub mod inspect;
 pub mod migrate;
 pub mod run;
+
+/// Exit code of every command given a configuration, file or argument it cannot use
+/// (sysexits' EX_CONFIG).
+pub const EXIT_CONFIG: u8 = 64;

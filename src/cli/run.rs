@@ -20,7 +20,7 @@ use crate::telemetry;
 use crate::tool::http::HttpToolGateway;
 use crate::worker::{self, listener, Health, Services, WorkerConfig};
 
-pub const EXIT_CONFIG: u8 = 64;
+pub use super::EXIT_CONFIG;
 pub const EXIT_UNAVAILABLE: u8 = 69;
 pub const EXIT_SOFTWARE: u8 = 70;
 
