@@ -1,0 +1,149 @@
+{{/*
+Names and labels.
+*/}}
+{{- define "turnstile.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "turnstile.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "turnstile.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "turnstile.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "turnstile.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "turnstile.labels" -}}
+helm.sh/chart: {{ include "turnstile.chart" . }}
+{{ include "turnstile.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: turnstile
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "turnstile.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "turnstile.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "turnstile.image" -}}
+{{- $tag := .Values.image.tag | default .Chart.AppVersion }}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository $tag }}
+{{- end }}
+{{- end }}
+
+{{/*
+The agents and profiles files: the values' YAML text, or the example files bundled with the chart
+(helm/turnstile/config/*.yaml are links to the repository's config/; `helm package` stores their
+content in the chart archive).
+*/}}
+{{- define "turnstile.agentsYaml" -}}
+{{- if .Values.config.agents }}
+{{- .Values.config.agents }}
+{{- else }}
+{{- .Files.Get "config/agents.example.yaml" }}
+{{- end }}
+{{- end }}
+
+{{- define "turnstile.profilesYaml" -}}
+{{- if .Values.config.profiles }}
+{{- .Values.config.profiles }}
+{{- else if eq .Values.config.bundledProfiles "llm" }}
+{{- .Files.Get "config/profiles.example.yaml" }}
+{{- else }}
+{{- .Files.Get "config/profiles.embeddings.yaml" }}
+{{- end }}
+{{- end }}
+
+{{/*
+Kafka security: the librdkafka security.protocol that sasl/tls imply.
+*/}}
+{{- define "turnstile.kafkaSecurityProtocol" -}}
+{{- $k := .Values.kafka }}
+{{- if and $k.sasl.enabled $k.tls.enabled }}SASL_SSL
+{{- else if $k.sasl.enabled }}SASL_PLAINTEXT
+{{- else if $k.tls.enabled }}SSL
+{{- end }}
+{{- end }}
+
+{{/* KEDA's name for a SASL mechanism. */}}
+{{- define "turnstile.kedaSasl" -}}
+{{- $m := .Values.kafka.sasl.mechanism }}
+{{- if eq $m "PLAIN" }}plaintext
+{{- else if eq $m "SCRAM-SHA-256" }}scram_sha256
+{{- else if eq $m "SCRAM-SHA-512" }}scram_sha512
+{{- end }}
+{{- end }}
+
+{{- define "turnstile.kafkaTlsDir" -}}/etc/turnstile/kafka-tls{{- end }}
+
+{{- define "turnstile.triggerAuth.enabled" -}}
+{{- if and .Values.autoscaling.enabled (or .Values.kafka.sasl.enabled .Values.kafka.tls.enabled) }}true{{- end }}
+{{- end }}
+
+{{/*
+Checks that fail the rendering with a message naming the value and the fix. Included by the
+StatefulSet, so every install, upgrade and `helm template` runs them.
+*/}}
+{{- define "turnstile.validate" -}}
+{{- $w := .Values.worker }}
+{{- $k := .Values.kafka }}
+{{- $a := .Values.autoscaling }}
+{{- $grace := int .Values.terminationGracePeriodSeconds }}
+{{- $drain := int $w.drainBudgetMs }}
+{{- $margin := int .Values.shutdownMarginSeconds }}
+{{- if le (mul $grace 1000) (add $drain (mul $margin 1000)) }}
+{{- fail (printf "terminationGracePeriodSeconds (%d s) must exceed worker.drainBudgetMs (%d ms) plus shutdownMarginSeconds (%d s, the final Kafka commit and leaving the group): raise terminationGracePeriodSeconds to at least %d, or lower worker.drainBudgetMs" $grace $drain $margin (add (div (add $drain 999) 1000) $margin 1)) }}
+{{- end }}
+{{- if ge $drain (int $k.sessionTimeoutMs) }}
+{{- fail (printf "worker.drainBudgetMs (%d) must be below kafka.sessionTimeoutMs (%d): a revocation must drain before the group evicts the member (the worker refuses to start otherwise)" $drain (int $k.sessionTimeoutMs)) }}
+{{- end }}
+{{- if $a.enabled }}
+{{- if gt (int $a.maxReplicaCount) (int $k.partitions) }}
+{{- fail (printf "autoscaling.maxReplicaCount (%d) exceeds kafka.partitions (%d): a worker without a partition of %s does no work and never turns ready; lower autoscaling.maxReplicaCount or set kafka.partitions to the topic's real partition count" (int $a.maxReplicaCount) (int $k.partitions) $k.topics.turns) }}
+{{- end }}
+{{- if gt (int $a.minReplicaCount) (int $a.maxReplicaCount) }}
+{{- fail (printf "autoscaling.minReplicaCount (%d) exceeds autoscaling.maxReplicaCount (%d)" (int $a.minReplicaCount) (int $a.maxReplicaCount)) }}
+{{- end }}
+{{- else if gt (int .Values.replicaCount) (int $k.partitions) }}
+{{- fail (printf "replicaCount (%d) exceeds kafka.partitions (%d): a worker without a partition of %s does no work and never turns ready; lower replicaCount or set kafka.partitions to the topic's real partition count" (int .Values.replicaCount) (int $k.partitions) $k.topics.turns) }}
+{{- end }}
+{{- if and $k.sasl.enabled (not $k.sasl.existingSecret) }}
+{{- fail "kafka.sasl.enabled needs kafka.sasl.existingSecret: the name of a Secret holding the SASL username and password (the chart never creates Secrets)" }}
+{{- end }}
+{{- if and $k.tls.enabled (not $k.tls.existingSecret) }}
+{{- fail "kafka.tls.enabled needs kafka.tls.existingSecret: the name of a Secret holding the CA certificate (and, for mutual TLS, the client certificate and key)" }}
+{{- end }}
+{{- if and $k.tls.enabled (or $k.tls.certKey $k.tls.keyKey) (not (and $k.tls.certKey $k.tls.keyKey)) }}
+{{- fail "kafka.tls.certKey and kafka.tls.keyKey go together (mutual TLS needs both the client certificate and its key)" }}
+{{- end }}
+{{- if and (not .Values.config.profiles) (not (has .Values.config.bundledProfiles (list "embeddings" "llm"))) }}
+{{- fail "config.bundledProfiles must be embeddings or llm" }}
+{{- end }}
+{{- if or (not (include "turnstile.agentsYaml" . | trim)) (not (include "turnstile.profilesYaml" . | trim)) }}
+{{- fail "the agents or profiles file is empty: set config.agents / config.profiles, or install the chart from a repository checkout or a `helm package` archive (the bundled examples in the chart's config/ are links to the repository's config/)" }}
+{{- end }}
+{{- end }}
