@@ -34,7 +34,7 @@ pub const CHECKPOINT_SAVE_DURATION_SECONDS: &str = "turnstile_checkpoint_save_du
 pub const CHECKPOINT_REQUESTS_WAITING: &str = "turnstile_checkpoint_requests_waiting";
 pub const CHECKPOINT_ERRORS_TOTAL: &str = "turnstile_checkpoint_errors_total";
 /// The `op` label values of `turnstile_checkpoint_errors_total`.
-pub const CHECKPOINT_OPS: [&str; 2] = ["load", "save"];
+pub const CHECKPOINT_OPS: [&str; 3] = ["load", "save", "acquire_epoch"];
 pub const CHECKPOINT_DECODE_FAILURES_TOTAL: &str = "turnstile_checkpoint_decode_failures_total";
 pub const FENCED_WRITES_TOTAL: &str = "turnstile_fenced_writes_total";
 pub const DEAD_LETTERS_TOTAL: &str = "turnstile_dead_letters_total";

@@ -739,9 +739,9 @@ where
         match op().await {
             Ok(r) => return Ok(r),
             // Every store error but fencing pauses the turn: a good turn is never dead-lettered
-            // because the store misbehaves (an operator sees the WARN lines and the metric).
+            // because the store misbehaves (an operator sees the WARN lines and the metric,
+            // which the store counts: once per failed call, not again here).
             Err(e) if !matches!(e, StoreError::Fenced) => {
-                counter!(telemetry::CHECKPOINT_ERRORS_TOTAL, "op" => what).increment(1);
                 tracing::warn!(op = what, error = %e, delay_ms = delay.as_millis() as u64, "Checkpoint store unavailable; retrying.");
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(10));
