@@ -16,6 +16,10 @@
 #     long enough to see /healthz 200, /readyz 503 (no store), /metrics, and the process's UID
 #     10001 with no capabilities. Without buildah this step is skipped with a message.
 #
+# With --with-services, also runs the image against the local Kafka and Cassandra
+# (scripts/services.sh) on topics, keyspace and group of its own: migrate, /readyz 200, one turn
+# in and its reply out, SIGTERM and exit 0.
+#
 # Needs root (chroot, buildah's storage). Caches under .cache/image/ (git-ignored); buildah's
 # storage is kept there too, not in the system's /var/lib/containers. Takes a few seconds when
 # the release binary exists; builds it (cargo build --release --locked --bin turnstile) if not.
@@ -148,4 +152,66 @@ ok "the worker runs as $(tr '\n' ' ' <<<"$status")"
 kill "$worker_pid"
 wait "$run_pid" 2>/dev/null || true
 run_pid=""
-echo "check-image: all checks passed"
+
+# Optional: the image against the local Kafka and Cassandra of scripts/services.sh, on topics,
+# a keyspace and a consumer group of its own (imagecheck.*, turnstile_imagecheck), so nothing
+# another run uses is touched: migrate, run until /readyz 200, one turn in and its reply out
+# (read_committed), then SIGTERM and a clean exit 0.
+if [[ "${1:-}" != "--with-services" ]]; then
+  echo "check-image: all checks passed (add --with-services to run the image against the local Kafka and Cassandra)"
+  exit 0
+fi
+step "with services: the image against the local Kafka and Cassandra"
+brokers=${KAFKA_BROKERS:-127.0.0.1:9092}
+contact=${CQL_CONTACT:-127.0.0.1:9042}
+command -v kcat >/dev/null || fail "--with-services needs kcat (apt-get install kcat)"
+kcat -b "$brokers" -L -m 5 >/dev/null 2>&1 || fail "no Kafka at $brokers (bash scripts/services.sh up)"
+keyspace=turnstile_imagecheck
+prefix=imagecheck
+out=$(brun "$ctr" -- /usr/local/bin/turnstile migrate --contact "$contact" --keyspace "$keyspace" 2>&1) \
+  || fail "migrate in the image: $out"
+ok "buildah run: turnstile migrate: $out"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+brun --env "TURNSTILE_LISTEN=127.0.0.1:$port" --env "TURNSTILE_BROKERS=$brokers" \
+  --env "TURNSTILE_CQL_CONTACT=$contact" --env "TURNSTILE_KEYSPACE=$keyspace" \
+  --env "TURNSTILE_GROUP_ID=turnstile-$prefix" --env "TURNSTILE_INSTANCE_ID=$prefix-0" \
+  --env "TURNSTILE_TOPIC_TURNS=$prefix.turns.v1" --env "TURNSTILE_TOPIC_REPLIES=$prefix.replies.v1" \
+  --env "TURNSTILE_TOPIC_EVENTS=$prefix.events.v1" --env "TURNSTILE_TOPIC_DEAD_LETTERS=$prefix.dead-letters.v1" \
+  --env TURNSTILE_CREATE_TOPICS=true --env TURNSTILE_TOPIC_PARTITIONS=1 \
+  --env TURNSTILE_MODEL_BASE_URL=http://127.0.0.1:9/v1 \
+  "$ctr" -- /usr/local/bin/turnstile run >"$cache/run-services.log" 2>&1 &
+run_pid=$!
+code=""
+for _ in $(seq 1 120); do
+  code=$(curl -s -o "$cache/readyz.json" -w '%{http_code}' "http://127.0.0.1:$port/readyz" || true)
+  [[ "$code" == 200 ]] && break
+  kill -0 "$run_pid" 2>/dev/null || break
+  sleep 0.5
+done
+[[ "$code" == 200 ]] || { tail -20 "$cache/run-services.log" >&2; fail "/readyz did not answer 200 within 60 s (last: '$code')"; }
+ok "/readyz 200: $(cat "$cache/readyz.json")"
+session="img-$(date +%s)-$$"
+turn="{\"turn_id\":\"u1\",\"tenant_id\":\"t1\",\"agent_id\":\"retail-bot\",\"session_id\":\"$session\",\"text\":\"cancel order PED-1001\"}"
+printf '%s\n' "t1/retail-bot/$session|$turn" | kcat -b "$brokers" -P -t "$prefix.turns.v1" -K'|' \
+  || fail "producing a turn to $prefix.turns.v1"
+reply=""
+for _ in $(seq 1 60); do
+  reply=$(kcat -b "$brokers" -C -t "$prefix.replies.v1" -o beginning -e -q \
+    -X isolation.level=read_committed -f '%k %s\n' 2>/dev/null | grep -F "t1/retail-bot/$session" | head -1 || true)
+  [[ -n "$reply" ]] && break
+  sleep 0.5
+done
+[[ -n "$reply" ]] || { tail -20 "$cache/run-services.log" >&2; fail "no reply on $prefix.replies.v1 for session $session"; }
+ok "a turn in, its reply out (read_committed): ${reply:0:160}…"
+worker_pid=$(ss -Hltnp "sport = :$port" | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2)
+t0=$(date +%s%N)
+kill -TERM "$worker_pid"
+set +e
+wait "$run_pid"
+rc=$?
+set -e
+run_pid=""
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+[[ $rc -eq 0 ]] || { tail -20 "$cache/run-services.log" >&2; fail "turnstile run exited $rc after SIGTERM, expected 0"; }
+ok "SIGTERM: drained and exited 0 in $ms ms (the chart's grace period: 30 s, drain budget 8 s)"
+echo "check-image: all checks passed, with services"
