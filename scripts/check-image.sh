@@ -15,6 +15,9 @@
 #     cgroups): --help, check-config with the image's own relative defaults, and `turnstile run`
 #     long enough to see /healthz 200, /readyz 503 (no store), /metrics, and the process's UID
 #     10001 with no capabilities. Without buildah this step is skipped with a message.
+#  Between 2 and 3: TLS trust — an HTTPS model call (turnstile classify) to a local server whose
+#  certificate comes from a throw-away CA fails verification, and succeeds once that CA is in the
+#  image's /etc/ssl/certs/ca-certificates.crt.
 #
 # With --with-services, also runs the image against the local Kafka and Cassandra
 # (scripts/services.sh) on topics, keyspace and group of its own: migrate, /readyz 200, one turn
@@ -41,6 +44,20 @@ ok() { echo "   ok: $*"; }
 [[ $(id -u) -eq 0 ]] || fail "needs root (chroot and buildah storage); run it as root"
 chroot_bin=$(command -v chroot || echo /usr/sbin/chroot)
 [[ -x "$chroot_bin" ]] || fail "chroot not found (coreutils)"
+
+bah() { buildah --root "$cache/storage" --runroot "$cache/run" --storage-driver vfs "$@"; }
+ctr=""
+run_pid=""
+tls_pid=""
+cleanup() {
+  local pid
+  for pid in "$run_pid" "$tls_pid"; do
+    if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then kill "$pid" 2>/dev/null || true; fi
+  done
+  if [[ -n "$ctr" ]]; then bah rm "$ctr" >/dev/null 2>&1 || true; fi
+  if command -v buildah >/dev/null; then bah rmi -f "$tag" >/dev/null 2>&1 || true; fi
+}
+trap cleanup EXIT
 
 step "release binary"
 if [[ ! -x "$binary" ]]; then
@@ -72,21 +89,74 @@ set -e
 [[ $rc -eq 69 ]] || fail "migrate against a closed port: exit $rc, expected 69: $out"
 ok "migrate --contact 127.0.0.1:1 exits 69 (runtime and CQL driver start, store unreachable)"
 
+# TLS trust: the image's OpenSSL must read the CA bundle it carries. A local HTTPS model endpoint
+# with a certificate from a throw-away CA: refused by the image as built (verification is on),
+# accepted by a copy whose bundle also holds that CA (so the bundle path is the one in use).
+if command -v openssl >/dev/null; then
+  tls="$cache/tls"
+  rm -rf "$tls" && mkdir -p "$tls"
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout "$tls/ca.key" -out "$tls/ca.crt" -days 1 \
+    -subj "/CN=turnstile check-image CA" 2>/dev/null
+  openssl req -newkey rsa:2048 -nodes -keyout "$tls/srv.key" -out "$tls/srv.csr" -subj "/CN=localhost" 2>/dev/null
+  printf 'subjectAltName=IP:127.0.0.1\n' >"$tls/ext"
+  openssl x509 -req -in "$tls/srv.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" -CAcreateserial \
+    -out "$tls/srv.crt" -days 1 -extfile "$tls/ext" 2>/dev/null
+  tls_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  python3 - "$tls" "$tls_port" <<'EOF_PY' &
+import http.server, json, ssl, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        answer = json.dumps({"decision": "CONTINUE", "confidence": 0.99})
+        body = json.dumps({"id": "c", "object": "chat.completion", "choices": [{"index": 0,
+            "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}]}).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+server = http.server.HTTPServer(("127.0.0.1", int(sys.argv[2])), H)
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(f"{sys.argv[1]}/srv.crt", f"{sys.argv[1]}/srv.key")
+server.socket = ctx.wrap_socket(server.socket, server_side=True)
+server.serve_forever()
+EOF_PY
+  tls_pid=$!
+  sleep 0.5
+  classify() {
+    env -i "$chroot_bin" --userspec=$uid:$uid "$1" /usr/local/bin/turnstile classify \
+      --profiles /usr/share/turnstile/config/profiles.example.yaml \
+      --config /usr/share/turnstile/config/agents.example.yaml \
+      --base-url "https://127.0.0.1:$tls_port/v1" "hello" 2>&1
+  }
+  set +e
+  refused=$(classify "$rootfs"); refused_rc=$?
+  cp -a "$rootfs" "$tls/rootfs"
+  cat "$tls/ca.crt" >>"$tls/rootfs/etc/ssl/certs/ca-certificates.crt"
+  accepted=$(classify "$tls/rootfs"); accepted_rc=$?
+  set -e
+  kill "$tls_pid" 2>/dev/null || true
+  wait "$tls_pid" 2>/dev/null || true
+  tls_pid=""
+  rm -rf "$tls/rootfs"
+  [[ $refused_rc -eq 3 ]] && grep -q 'certificate verify failed' <<<"$refused" \
+    || fail "an unknown CA was not refused (exit $refused_rc): $refused"
+  ok "TLS: a certificate from an unknown CA is refused (certificate verify failed)"
+  [[ $accepted_rc -eq 0 ]] && grep -q '"fallback":"none"' <<<"$accepted" \
+    || fail "with the CA in /etc/ssl/certs/ca-certificates.crt, TLS still failed (exit $accepted_rc): $accepted"
+  ok "TLS: with that CA in /etc/ssl/certs/ca-certificates.crt the HTTPS model call succeeds"
+else
+  echo "   skip: TLS trust check (no openssl command)"
+fi
+
 if ! command -v buildah >/dev/null; then
   echo "check-image: SKIP the image build and run: buildah is not installed" \
     "(apt-get install buildah); the rootfs checks above passed"
   exit 0
 fi
 
-bah() { buildah --root "$cache/storage" --runroot "$cache/run" --storage-driver vfs "$@"; }
-ctr=""
-run_pid=""
-cleanup() {
-  if [[ -n "$run_pid" ]] && kill -0 "$run_pid" 2>/dev/null; then kill "$run_pid" 2>/dev/null || true; fi
-  if [[ -n "$ctr" ]]; then bah rm "$ctr" >/dev/null 2>&1 || true; fi
-  bah rmi -f "$tag" >/dev/null 2>&1 || true
-}
-trap cleanup EXIT
 
 step "buildah $(buildah --version | awk '{print $3}'): the Containerfile's runtime stage on scratch"
 bah build --quiet --target runtime --build-context "builder=$context" \
