@@ -2,7 +2,7 @@
 //! `turnstile run` workers as child processes of this binary, produces a multi-turn workload
 //! (optionally interleaved with hostile records), injects its fault while the workers run, waits
 //! until every record is answered (or progress stops), and hands everything to the
-//! [`checker`](super::checker).
+//! [`super::checker`].
 //!
 //! Every decision is deterministic from the turn: the model server answers each turn from a
 //! per-turn script (recorded here and handed to the checker's serial replay), the tool server

@@ -50,7 +50,7 @@ pub struct Clinc150Args {
     /// Split to report (`oos_<split>` is its out-of-scope part).
     #[arg(long, default_value = "val", value_parser = ["val", "test"])]
     pub split: String,
-    /// JSON object domain → [intents]; default: CLINC150's domains.json, built in.
+    /// JSON object domain → list of intent names; default: CLINC150's domains.json, built in.
     #[arg(long)]
     pub domains: Option<PathBuf>,
     /// Model profiles file.
@@ -76,7 +76,7 @@ pub struct Clinc150Args {
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct DecisionsArgs {
-    /// JSONL: {"text", "locale": "en"|"pt-BR", "expect": <tool>|out_of_scope|human_handoff|end_session}.
+    /// JSONL: {"text", "locale": "en"|"pt-BR", "expect": TOOL|out_of_scope|human_handoff|end_session}.
     pub data: PathBuf,
     /// Agents configuration.
     #[arg(long, default_value = "config/agents.example.yaml")]

@@ -41,7 +41,7 @@ impl<R> KeyedQueue<R> {
         }
     }
 
-    /// The next record allowed to start now, if any; the caller must call [`finish`] for it.
+    /// The next record allowed to start now, if any; the caller must call [`Self::finish`] for it.
     pub fn next_to_run(&mut self) -> Option<(String, R)> {
         if self.running >= self.max_running {
             return None;
