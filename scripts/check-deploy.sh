@@ -14,7 +14,7 @@
 #                     kubeconform's own scripts/openapi2jsonschema.py (PyYAML in the venv)
 #
 # Then: helm lint --strict (default values and ci/full-values.yaml); helm template for both, for
-# Kubernetes 1.30 and 1.33, with --api-versions keda.sh/v1alpha1 and monitoring.coreos.com/v1
+# Kubernetes 1.27 (the chart's floor), 1.30 and 1.33, with --api-versions keda.sh/v1alpha1 and monitoring.coreos.com/v1
 # (else the gated objects never render); kubeconform -strict of every rendered object against
 # those local schemas (a missing schema is an error); structural assertions on the rendered
 # objects (scripts/check_deploy_assert.py); renderings that must fail (maxReplicaCount above
@@ -39,7 +39,7 @@ KUBECONFORM_VERSION=v0.8.0
 KUBERNETES_VALIDATE_VERSION=1.37.0
 KEDA_VERSION=v2.21.0
 PROMETHEUS_OPERATOR_VERSION=v0.85.0
-KUBE_VERSIONS=(1.30.0 1.33.0)
+KUBE_VERSIONS=(1.27.0 1.30.0 1.33.0)  # the chart's kubeVersion floor, and the two asked for
 API_VERSIONS=(--api-versions keda.sh/v1alpha1 --api-versions monitoring.coreos.com/v1)
 
 started=$(date +%s)
@@ -85,6 +85,7 @@ ok "helm $("$helm" version --template '{{.Version}}')"
 if [[ ! -x "$kubeconform" ]]; then
   nice -n 10 go install "github.com/yannh/kubeconform/cmd/kubeconform@$KUBECONFORM_VERSION" \
     || fail "go install kubeconform@$KUBECONFORM_VERSION"
+  go clean -cache  # the build cache (about 110 MB) is not needed once the binary exists
 fi
 ok "kubeconform $KUBECONFORM_VERSION ($kubeconform)"
 
