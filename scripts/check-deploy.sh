@@ -239,6 +239,10 @@ base=$(checksum)
   || fail "checksum/config does not change with the profiles file"
 ok "checksum/config is stable, and changes with the agents or the profiles file (pods roll)"
 
+helmq template turnstile "$chart" --set replicaCount=13 >/dev/null \
+  || fail "replicaCount above kafka.partitions must render (idle standbys are ready since 2ea8941)"
+ok "replicaCount 13 > 12 partitions renders (the extra worker stands by)"
+
 step "renderings that must fail"
 must_fail() {
   local why=$1 expect=$2
@@ -254,7 +258,6 @@ must_fail "maxReplicaCount > partitions" "exceeds kafka.partitions" \
   "${API_VERSIONS[@]}" --set autoscaling.enabled=true --set kafka.partitions=4 --set autoscaling.maxReplicaCount=5
 must_fail "full values with maxReplicaCount > partitions" "exceeds kafka.partitions" \
   "${API_VERSIONS[@]}" -f "$chart/ci/full-values.yaml" --set autoscaling.maxReplicaCount=25
-must_fail "replicaCount > partitions" "replicaCount (13) exceeds kafka.partitions" --set replicaCount=13
 must_fail "grace period not above the drain budget" "must exceed worker.drainBudgetMs" \
   --set terminationGracePeriodSeconds=18
 must_fail "drain budget not below the session timeout" "must be below kafka.sessionTimeoutMs" \

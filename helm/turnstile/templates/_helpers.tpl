@@ -123,13 +123,11 @@ StatefulSet, so every install, upgrade and `helm template` runs them.
 {{- end }}
 {{- if $a.enabled }}
 {{- if gt (int $a.maxReplicaCount) (int $k.partitions) }}
-{{- fail (printf "autoscaling.maxReplicaCount (%d) exceeds kafka.partitions (%d): a worker without a partition of %s does no work and never turns ready; lower autoscaling.maxReplicaCount or set kafka.partitions to the topic's real partition count" (int $a.maxReplicaCount) (int $k.partitions) $k.topics.turns) }}
+{{- fail (printf "autoscaling.maxReplicaCount (%d) exceeds kafka.partitions (%d): KEDA never runs more workers than %s has partitions (allowIdleConsumers is false: a worker without a partition does no work), so the bound would be a lie; lower autoscaling.maxReplicaCount or set kafka.partitions to the topic's real partition count" (int $a.maxReplicaCount) (int $k.partitions) $k.topics.turns) }}
 {{- end }}
 {{- if gt (int $a.minReplicaCount) (int $a.maxReplicaCount) }}
 {{- fail (printf "autoscaling.minReplicaCount (%d) exceeds autoscaling.maxReplicaCount (%d)" (int $a.minReplicaCount) (int $a.maxReplicaCount)) }}
 {{- end }}
-{{- else if gt (int .Values.replicaCount) (int $k.partitions) }}
-{{- fail (printf "replicaCount (%d) exceeds kafka.partitions (%d): a worker without a partition of %s does no work and never turns ready; lower replicaCount or set kafka.partitions to the topic's real partition count" (int .Values.replicaCount) (int $k.partitions) $k.topics.turns) }}
 {{- end }}
 {{- if and $k.sasl.enabled (not $k.sasl.existingSecret) }}
 {{- fail "kafka.sasl.enabled needs kafka.sasl.existingSecret: the name of a Secret holding the SASL username and password (the chart never creates Secrets)" }}
