@@ -243,6 +243,22 @@ helmq template turnstile "$chart" --set replicaCount=13 >/dev/null \
   || fail "replicaCount above kafka.partitions must render (idle standbys are ready since 2ea8941)"
 ok "replicaCount 13 > 12 partitions renders (the extra worker stands by)"
 
+# NOTES.txt is not rendered by helm template: render it through a ConfigMap in a scratch copy.
+notes_chart="$out/notes-chart/turnstile"
+rm -rf "$out/notes-chart" && mkdir -p "$out/notes-chart" && cp -r "$chart" "$notes_chart"
+cp "$chart/templates/NOTES.txt" "$notes_chart/notes-check.txt"
+printf '%s\n' 'apiVersion: v1' 'kind: ConfigMap' 'metadata: {name: notes-check}' 'data:' '  notes: |' \
+  '    {{- tpl (.Files.Get "notes-check.txt") . | nindent 4 }}' >"$notes_chart/templates/notes-check.yaml"
+for args in "" "-f $chart/ci/full-values.yaml ${API_VERSIONS[*]}" "--set replicaCount=13 --set kafka.tls.enabled=true --set kafka.tls.existingSecret=x"; do
+  # shellcheck disable=SC2086
+  helmq template turnstile "$notes_chart" --show-only templates/notes-check.yaml $args >"$out/notes.txt" \
+    || fail "NOTES.txt does not render (${args:-default values})"
+  grep -q 'is deployed as StatefulSet' "$out/notes.txt" || fail "NOTES.txt rendered empty (${args:-default values})"
+done
+grep -q 'stand by' "$out/notes.txt" && grep -q 'OpenSSL' "$out/notes.txt" \
+  || fail "NOTES.txt lacks the idle-standby or the Kafka TLS note"
+ok "NOTES.txt renders (default, full, and with its warnings)"
+
 step "renderings that must fail"
 must_fail() {
   local why=$1 expect=$2
