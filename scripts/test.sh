@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh machine too: starts Kafka + Cassandra (scripts/services.sh)
 # when they are not running, runs every Rust test (unit, property, integration against the real
-# services), then every conversation scenario in process and end to end through the worker.
+# services), then every conversation scenario in process and end to end through the worker, then
+# the offline deploy checks (chart, alerts, dashboard, AsyncAPI) and the supply-chain check.
 # Stops the services at the end only if it started them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,3 +31,7 @@ echo "== scenarios, in process"
 ./target/debug/turnstile scenarios "${paths[@]}"
 echo "== scenarios, end to end (Kafka + CQL + HTTP model and tools)"
 ./target/debug/turnstile scenarios --e2e "${paths[@]}"
+echo "== deploy: Helm chart against Kubernetes and CRD schemas, alerts and dashboard (promtool, metric catalogue), AsyncAPI"
+bash scripts/check-deploy.sh
+echo "== supply chain: licences, bans, sources, advisories (offline RustSec snapshot)"
+bash scripts/check-supply-chain.sh
