@@ -188,7 +188,7 @@ for name, kube_version, path in renderings:
 
     # Secrets only by reference to existingSecret values.
     allowed = {values["kafka"]["sasl"]["existingSecret"], values["kafka"]["tls"]["existingSecret"],
-               values["models"]["existingSecret"]} - {""}
+               values["models"]["existingSecret"], values["cql"].get("existingSecret", "")} - {""}
     refs = set()
     for e in c["env"]:
         ref = e.get("valueFrom", {}).get("secretKeyRef")

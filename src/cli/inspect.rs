@@ -40,7 +40,8 @@ pub async fn run(args: Args) -> u8 {
         contact_points: split_contacts(&args.contact),
         keyspace: args.keyspace,
         ..CqlConfig::default()
-    };
+    }
+    .with_credentials_from(|k| std::env::var(k).ok());
     if let Err(e) = cfg.validate() {
         eprintln!("turnstile inspect: {e}");
         return EXIT_CONFIG;

@@ -44,7 +44,8 @@ pub async fn run(args: Args) -> u8 {
         replication: args.replication,
         local_dc: args.local_dc,
         ..CqlConfig::default()
-    };
+    }
+    .with_credentials_from(|k| std::env::var(k).ok());
     // Argument mistakes are told apart from store failures before any connection is tried.
     if let Err(e) = cfg.validate() {
         eprintln!("turnstile migrate: {e}");

@@ -185,7 +185,8 @@ pub async fn run(args: Args) -> u8 {
             .collect(),
         keyspace: args.keyspace.clone(),
         ..CqlConfig::default()
-    };
+    }
+    .with_credentials_from(|k| std::env::var(k).ok());
     let store = match connect_with_patience(&cql).await {
         Some(s) => s.with_max_concurrency(worker_config.store_max_concurrency),
         None => {

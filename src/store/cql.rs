@@ -156,7 +156,22 @@ impl Default for CqlConfig {
     }
 }
 
+/// Variables of the store's credentials (password authentication), read by `run`, `migrate` and
+/// `inspect`: the values stay in the environment (a Kubernetes Secret), never in arguments.
+pub const USERNAME_VAR: &str = "TURNSTILE_CQL_USERNAME";
+pub const PASSWORD_VAR: &str = "TURNSTILE_CQL_PASSWORD";
+
 impl CqlConfig {
+    /// Password authentication when `TURNSTILE_CQL_USERNAME` is set (with
+    /// `TURNSTILE_CQL_PASSWORD`); `env` is the process environment in production.
+    pub fn with_credentials_from(mut self, env: impl Fn(&str) -> Option<String>) -> Self {
+        if env(USERNAME_VAR).is_some_and(|u| !u.is_empty()) {
+            self.username_env = Some(USERNAME_VAR.to_owned());
+            self.password_env = Some(PASSWORD_VAR.to_owned());
+        }
+        self
+    }
+
     /// Checks what ends up spliced into CQL text (keyspace, replication), since identifiers and
     /// DDL options cannot be bound as values.
     pub fn validate(&self) -> Result<(), StoreError> {
@@ -986,6 +1001,18 @@ fn wrap(transient: bool, message: String) -> StoreError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credentials_come_from_the_environment_only_when_a_username_is_set() {
+        let none = CqlConfig::default().with_credentials_from(|_| None);
+        assert_eq!((none.username_env, none.password_env), (None, None));
+        let empty = CqlConfig::default().with_credentials_from(|_| Some(String::new()));
+        assert_eq!(empty.username_env, None);
+        let set = CqlConfig::default()
+            .with_credentials_from(|k| (k == USERNAME_VAR).then(|| "turnstile".to_owned()));
+        assert_eq!(set.username_env.as_deref(), Some("TURNSTILE_CQL_USERNAME"));
+        assert_eq!(set.password_env.as_deref(), Some("TURNSTILE_CQL_PASSWORD"));
+    }
 
     #[test]
     fn splits_statements_and_drops_comments() {
