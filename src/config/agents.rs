@@ -18,6 +18,7 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::config::tool_http::ToolHttpSettings;
 use crate::config::PLACEHOLDERS;
 use crate::config::{parse_yaml, read_file, unknown_placeholders, ConfigError, ConfigErrors};
 use crate::domain::catalog::{
@@ -27,7 +28,6 @@ use crate::domain::catalog::{
 };
 use crate::domain::locale::Locale;
 use crate::domain::parameter::{EnumValue, IdPattern, ParameterKind};
-use crate::tool::http::ToolHttpSettings;
 
 /// Failed attempts before a tool's `on_attempts_exhausted` applies, when not configured (MG-4).
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;

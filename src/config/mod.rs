@@ -1,10 +1,12 @@
 //! YAML configuration: assistants and tools ([`agents`]), session-control settings by the seed's
-//! environment names ([`settings`], SC-7), and model profiles ([`profiles`]). Every error names the
-//! file, the key path, the problem and the fix; a file's semantic errors are all reported at once.
+//! environment names ([`settings`], SC-7), model profiles ([`profiles`]) and the tool webhooks'
+//! transport ([`tool_http`]). Every error names the file, the key path, the problem and the fix;
+//! a file's semantic errors are all reported at once.
 
 pub mod agents;
 pub mod profiles;
 pub mod settings;
+pub mod tool_http;
 
 use std::fmt;
 

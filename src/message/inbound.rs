@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::domain::catalog::Catalog;
 use crate::domain::locale::Locale;
 use crate::domain::turn::{ChannelAction, Identity, Turn, TurnInput};
-use crate::message::dead_letter::{DeadLetterReason, Rejection};
+use crate::message::rejection::{DeadLetterReason, Rejection};
 use crate::message::wire::{
     check_identity_part, check_length, check_time, parse_json, present, truncate_chars,
 };

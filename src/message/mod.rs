@@ -10,6 +10,7 @@
 mod dead_letter;
 mod inbound;
 mod outbound;
+mod rejection;
 mod wire;
 
 pub use dead_letter::{
@@ -27,7 +28,8 @@ pub use wire::format_rfc3339_ms;
 
 /// Kafka header carrying [`Output::output_id`] on every output, so a reader can deduplicate.
 pub const HEADER_OUTPUT_ID: &str = "output_id";
-/// Kafka header carrying the inbound `turn_id` on replies and events (absent on dead letters).
+/// Kafka header carrying the inbound `turn_id` on replies and events, and on the dead letters of
+/// records that decoded as a turn (`checkpoint_undecodable`, `engine_error`).
 pub const HEADER_TURN_ID: &str = "turn_id";
 /// Kafka header carrying [`Output::content_type`].
 pub const HEADER_CONTENT_TYPE: &str = "content-type";

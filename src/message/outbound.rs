@@ -7,8 +7,8 @@ use crate::domain::effect::{EventType, TurnOutcome};
 use crate::domain::locale::Locale;
 use crate::domain::transaction::TransactionStatus;
 use crate::domain::turn::{Identity, Turn};
-use crate::message::dead_letter::{DeadLetterReason, Rejection};
 use crate::message::inbound::MAX_ID_CHARS;
+use crate::message::rejection::{DeadLetterReason, Rejection};
 use crate::message::wire::{
     check_identity_part, check_length, check_time, check_uuid, derive_id, format_rfc3339_ms,
     nullable, parse_json,

@@ -5,7 +5,8 @@ use serde::{Deserialize, Deserializer};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-use crate::message::dead_letter::{DeadLetterReason, Rejection};
+pub(crate) use crate::message::rejection::truncate_chars;
+use crate::message::rejection::{DeadLetterReason, Rejection};
 
 /// Parses `bytes` as one JSON document of type `T`, telling apart the three ways it can fail:
 /// not UTF-8, not JSON, and JSON of the wrong shape (the path of the offending field is named).
@@ -167,19 +168,6 @@ pub(crate) fn derive_id(parts: &[&[u8]]) -> String {
         name.extend_from_slice(part);
     }
     uuid::Uuid::new_v5(&OUTPUT_NAMESPACE, &name).to_string()
-}
-
-/// The first `max` characters of `text`, ending in `…` when something was cut.
-pub(crate) fn truncate_chars(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_owned();
-    }
-    if max == 0 {
-        return String::new();
-    }
-    let mut out: String = text.chars().take(max - 1).collect();
-    out.push('…');
-    out
 }
 
 /// The longest prefix of `bytes` of at most `max` bytes.

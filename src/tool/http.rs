@@ -24,6 +24,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::config::agents::{default_pre_validation_endpoint, endpoint_problem};
+pub use crate::config::tool_http::ToolHttpSettings;
 use crate::domain::catalog::Catalog;
 use crate::domain::decision::{PreValidationResult, ToolResult};
 use crate::domain::effect::ToolRequest;
@@ -42,30 +43,6 @@ pub use crate::domain::engine::PRE_VALIDATION_UNAVAILABLE;
 /// Bytes of a response body read at most: a runaway endpoint cannot exhaust memory, and the body
 /// ends up in the in-flight checkpoint record.
 pub const MAX_RESPONSE_BYTES: usize = 256 * 1024;
-
-/// The transport settings of every tool webhook (`tool_http:` in the agents file).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ToolHttpSettings {
-    /// Per attempt: connecting, sending and reading the whole response.
-    pub timeout_ms: u64,
-    /// Attempts per call, the first included (1 = no retry).
-    pub max_attempts: u32,
-    /// Delay before the first retry; it doubles per retry up to `max_backoff_ms`, then random
-    /// jitter of up to as much again is added (so retries of many workers spread out).
-    pub initial_backoff_ms: u64,
-    pub max_backoff_ms: u64,
-}
-
-impl Default for ToolHttpSettings {
-    fn default() -> Self {
-        ToolHttpSettings {
-            timeout_ms: 5_000,
-            max_attempts: 3,
-            initial_backoff_ms: 200,
-            max_backoff_ms: 2_000,
-        }
-    }
-}
 
 /// The base URL from the environment (through `lookup`), or [`DEFAULT_TOOLS_BASE_URL`].
 pub fn tools_base_url(lookup: impl Fn(&str) -> Option<String>) -> String {
