@@ -34,6 +34,7 @@
 //! | [`chaos`] | the fault harness behind `turnstile chaos` (SIGKILL, rebalance, outages, hostile input) |
 //! | [`worker`] | the Kafka worker: consumer thread, key-ordered dispatch, offsets, transactional committer |
 //! | [`telemetry`] | the metric catalogue (names, labels, buckets) and JSON logging |
+//! | [`clock`] | the wall clock, read only at the edges |
 //! | [`scenario`] | the conversation-scenario format (`../shared/spec/scenarios.md`) and its runner |
 //!
 //! Contract requirement IDs (ST-1, PR-3, …) are cited in the code and tests that implement them.
@@ -42,6 +43,7 @@
 
 pub mod chaos;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod domain;
 pub mod eval;

@@ -403,11 +403,7 @@ impl Workload {
     }
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
+use crate::clock::now_ms;
 
 fn bus_time(ms: i64) -> String {
     crate::message::format_rfc3339_ms(ms)

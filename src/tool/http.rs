@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use backon::{ExponentialBuilder, Retryable};
 use metrics::{counter, histogram};
@@ -623,12 +623,7 @@ fn bounded(text: &str) -> String {
     cut
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
+use crate::clock::now_ms;
 
 /// A poisoned lock only means another attempt panicked; the list itself is still sound.
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -721,11 +721,7 @@ where
     }
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
+use crate::clock::now_ms;
 
 /// Retries a store operation with capped exponential backoff until it succeeds: an outage
 /// pauses this conversation's turn instead of dead-lettering it or crash-looping.
