@@ -513,7 +513,7 @@ impl Harness {
     fn start(fault: Fault, plan: &Plan) -> Result<Harness, String> {
         let id = bus::unique_suffix();
         let brokers = bus::brokers();
-        let contact = std::env::var("CQL_CONTACT").unwrap_or_else(|_| "127.0.0.1:9042".into());
+        let contact = crate::testkit::cql::contact();
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()

@@ -28,7 +28,7 @@ pub struct Args {
     pub agent: String,
     pub session: String,
     /// CQL contact point(s), comma-separated.
-    #[arg(long, env = "TURNSTILE_CQL_CONTACT", default_value = "127.0.0.1:9042")]
+    #[arg(long, env = "TURNSTILE_CQL_CONTACT", default_value = crate::store::cql::DEFAULT_CONTACT)]
     pub contact: String,
     /// Keyspace holding the checkpoints.
     #[arg(long, env = "TURNSTILE_KEYSPACE", default_value = DEFAULT_KEYSPACE)]

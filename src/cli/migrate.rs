@@ -18,7 +18,7 @@ pub const EXIT_UNAVAILABLE: u8 = 69;
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
     /// CQL contact point(s), comma-separated.
-    #[arg(long, env = "TURNSTILE_CQL_CONTACT", default_value = "127.0.0.1:9042")]
+    #[arg(long, env = "TURNSTILE_CQL_CONTACT", default_value = crate::store::cql::DEFAULT_CONTACT)]
     pub contact: String,
     /// Keyspace to create.
     #[arg(long, env = "TURNSTILE_KEYSPACE", default_value = DEFAULT_KEYSPACE)]

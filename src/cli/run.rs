@@ -41,7 +41,7 @@ pub struct Args {
     )]
     pub profiles: PathBuf,
     /// CQL contact point(s), comma-separated.
-    #[arg(long, env = "TURNSTILE_CQL_CONTACT", default_value = "127.0.0.1:9042")]
+    #[arg(long, env = "TURNSTILE_CQL_CONTACT", default_value = crate::store::cql::DEFAULT_CONTACT)]
     pub contact: String,
     /// CQL keyspace.
     #[arg(long, env = "TURNSTILE_KEYSPACE", default_value = "turnstile")]
