@@ -218,13 +218,7 @@ pub fn score(
         })
         .collect();
     confusions.sort_by_key(|c| std::cmp::Reverse(c.count));
-    let mut sorted = wall_ms.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let p95 = sorted
-        .get(((sorted.len() as f64) * 0.95).ceil() as usize)
-        .or(sorted.last())
-        .copied()
-        .unwrap_or(0.0);
+    let p95 = crate::eval::p95(wall_ms);
     let n = examples.len().max(1) as f64;
     DecisionsReport {
         count: examples.len(),

@@ -208,12 +208,7 @@ impl Timing {
     }
 
     pub fn p95_ms(&self) -> f64 {
-        let mut v = self.ms.clone();
-        v.sort_by(f64::total_cmp);
-        v.get(((v.len() as f64) * 0.95).ceil() as usize)
-            .or(v.last())
-            .copied()
-            .unwrap_or(0.0)
+        crate::eval::p95(&self.ms)
     }
 }
 

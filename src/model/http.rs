@@ -30,7 +30,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use metrics::{counter, gauge, histogram};
+use metrics::{counter, histogram};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use serde_json::Value;
 
@@ -45,7 +45,7 @@ use crate::model::output::{
 };
 use crate::model::prompt::{self, ChatMessage};
 use crate::ports::{CallContext, DecisionModel};
-use crate::telemetry::{self, MODEL_REQUESTS_TOTAL, MODEL_REQUEST_DURATION_SECONDS};
+use crate::telemetry::{MODEL_REQUESTS_TOTAL, MODEL_REQUEST_DURATION_SECONDS};
 
 /// Which component is calling (`classifier` | `router` | `interpreter`).
 pub const SKILL_HEADER: &str = "X-Turnstile-Skill";
@@ -521,13 +521,7 @@ impl OpenAiCompatibleModel {
         ctx: CallContext<'_>,
         parse: fn(&Value) -> ModelAnswer<T>,
     ) -> RawAnswer<T> {
-        let _slot = match &self.inner.slots {
-            Some(slots) => {
-                let _waiting = telemetry::Waiting::start(gauge!(telemetry::MODEL_REQUESTS_WAITING));
-                slots.clone().acquire_owned().await.ok()
-            }
-            None => None,
-        };
+        let _slot = crate::model::acquire_slot(&self.inner.slots).await;
         let started = Instant::now();
         let body = prompt::chat_request(&endpoint.profile, max_tokens, messages());
         let exchanged = match tokio::time::timeout(

@@ -5,7 +5,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use metrics::gauge;
 use tokio::sync::Semaphore;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
@@ -14,7 +13,6 @@ use serde_json::{json, Value};
 use crate::config::profiles::ModelProfile;
 use crate::domain::decision::ModelFailure;
 use crate::model::http::ModelConfigError;
-use crate::telemetry;
 
 /// Path appended to a profile's base URL.
 pub const EMBEDDINGS_PATH: &str = "/embeddings";
@@ -182,13 +180,7 @@ impl EmbeddingsClient {
             .map(|t| format!("{}{t}", self.prefix))
             .collect();
         let body = json!({"model": self.model, "input": input, "encoding_format": "float"});
-        let _slot = match &self.slots {
-            Some(slots) => {
-                let _waiting = telemetry::Waiting::start(gauge!(telemetry::MODEL_REQUESTS_WAITING));
-                slots.clone().acquire_owned().await.ok()
-            }
-            None => None,
-        };
+        let _slot = crate::model::acquire_slot(&self.slots).await;
         let exchange = async {
             let response = self
                 .http
