@@ -5,28 +5,31 @@
 //! Data flows one way: decode → load → decide → execute effects → save → publish → commit.
 //!
 //! ```text
-//!   inbound turn ──► [pipeline] ── load ──► ports::CheckpointStore
-//!                        │
-//!                        ├── step ──► domain::engine (pure: state + turn + answers → request | outcome)
-//!                        │              ▲        │ Request::{Classify, Route, Interpret,
-//!                        │              │ Answer │          PreValidate, PersistExecuting, Execute}
-//!                        │              └────────┘
-//!                        ├── answers ◄── ports::DecisionModel / ports::ToolGateway
-//!                        └── save, publish replies + events ──► worker::committer (one Kafka transaction:
-//!                                                                 outputs + consumed offset)
-//!   feedback: committed marks prune the checkpoint's outbox; the write-ahead (EXECUTING) row lets a
-//!   restarted worker finish an execution; unpublished outbox entries are republished on load
+//!   Kafka record ──► worker (consumer, key-ordered dispatch) ──► pipeline::handle_record
+//!                                                                   │ decode (message, IO-3)
+//!        ports::CheckpointStore ◄── load ───────────────────────────┤ fenced? republish from outbox?
+//!   (store::RetryingStore → ScyllaCheckpointStore | InMemory)       │
+//!                                                                   ├ decide: domain::engine (pure)
+//!        ports::DecisionModel / ports::ToolGateway ◄── answers ─────┤   Request::{Classify, Route,
+//!        ports::CheckpointStore ◄── write-ahead (LC-4) ─────────────┤   Interpret, PreValidate,
+//!                                                                   │   PersistExecuting, Execute}
+//!        ports::CheckpointStore ◄── save state + outbox ────────────┤
+//!   worker::committer ◄── outputs (replies, events, dead letters) ──┘
+//!     one Kafka transaction: outputs + consumed offset
+//!   feedback: committed offsets (committer marks) prune the outbox at the next save; the
+//!   write-ahead row lets a restarted worker finish an execution with the recorded answers; a
+//!   record redelivered after its save is republished from the outbox, byte for byte
 //! ```
 //!
 //! | module | what it is |
 //! |---|---|
 //! | [`domain`] | the pure core: [`domain::state`] (`AgentState`, ST), [`domain::transaction`] (lifecycle table, LC), [`domain::parameter`] (typed parsers, MG-4), [`domain::confirmation`] (PR-6 recogniser), [`domain::engine`] (order of evaluation, PR/SC/EV), [`domain::effect`] (requests, answers, events), [`domain::catalog`] (assistants, tools, settings) |
 //! | [`config`] | YAML configuration: agents and tools, session-control settings (seed names), model profiles; validation errors that name file, key and fix |
-//! | [`ports`] | the traits the pipeline needs from outside: `DecisionModel`, `ToolGateway`, `CheckpointStore` |
+//! | [`ports`] | the traits the pipeline needs from outside: `DecisionModel`, `ToolGateway`, `CheckpointStore` (rows, write-ahead, fenced saves, partition leases) |
 //! | [`model`] | model-backed decisions: prompts, defensive output parsing, `OpenAiCompatibleModel` (HTTP chat), [`model::embedding`] (`EmbeddingModel`: example utterances, fitted head, `/v1/embeddings` client), [`model::configured`] (per-skill provider and the cascade), `ScriptedModel` |
 //! | [`tool`] | domain tool endpoints: `HttpToolGateway` (webhooks, retries, idempotency keys, evidence), `ScriptedTools` |
-//! | [`store`] | checkpoint stores: `ScyllaCheckpointStore` (CQL, fencing by lease epoch), `InMemoryCheckpointStore` |
-//! | [`pipeline`] | drives one turn through the engine, performing each request with the ports |
+//! | [`store`] | checkpoint stores: `ScyllaCheckpointStore` (CQL), `InMemoryCheckpointStore` (same write semantics), [`store::fencing`] (the IO-4 write timestamp), [`store::retrying`] (`RetryingStore`, the one retry layer) |
+//! | [`pipeline`] | one record through the flow, for the worker and the scenario runner alike: `handle_record` (decode, fencing, republish, dead letters), `apply_turn`, [`pipeline::decide`] (the engine loop, write-ahead), [`pipeline::outbox`] |
 //! | [`message`] | wire formats: inbound turn decoding (IO-3), replies, CloudEvents, dead-letter records |
 //! | [`testkit`] | real loopback HTTP servers speaking the model and tool protocols, scripted, with faults |
 //! | [`cli`] | subcommands of the binary (`classify`, `eval`, …) |

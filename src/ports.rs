@@ -53,12 +53,28 @@ pub trait ToolGateway {
     ) -> impl Future<Output = ToolResult> + Send;
 }
 
-/// What a checkpoint row holds: the encoded state and, while a turn is between its write-ahead
-/// (LC-4) and its end, that turn's recorded answers.
+/// One conversation's checkpoint row, as every store adapter keeps it (ST-3).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CheckpointRecord {
+    /// The encoded [`AgentState`](crate::domain::state::AgentState).
     pub state: Vec<u8>,
+    /// While a turn is between its write-ahead (LC-4) and its end: that turn's recorded answers.
     pub in_flight: Option<Vec<u8>>,
+    /// Inbound `(partition, offset)` of the last applied turn.
+    pub applied: Option<(i32, i64)>,
+    /// The outputs of applied turns whose Kafka commit is not known yet (`pipeline::outbox`).
+    pub outbox: Option<Vec<u8>>,
+    /// Lease epoch of the writer of the latest cells (IO-4).
+    pub epoch: i64,
+}
+
+/// What orders and fences one write (IO-4): the writer's partition lease epoch and the inbound
+/// offset of the turn it belongs to. A write with a lower `(epoch, offset, phase)` never replaces a
+/// higher one, whatever order the writes arrive in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fence {
+    pub epoch: i64,
+    pub offset: i64,
 }
 
 /// Why the store failed, classified for the caller.
@@ -69,27 +85,48 @@ pub enum StoreError {
     #[error("checkpoint write fenced: a newer owner holds this conversation")]
     Fenced,
     /// The store answered but refused the request (bad schema, missing keyspace, invalid value,
-    /// an out-of-range fencing timestamp): repeating it cannot succeed, so it is not retryable.
+    /// an out-of-range fencing timestamp): repeating the same request cannot succeed until an
+    /// operator fixes the cause.
     #[error("checkpoint store rejected the request: {0}")]
     Rejected(String),
 }
 
 impl StoreError {
-    /// Only a transient outage is worth retrying; fencing and rejections are final.
+    /// A transient outage: worth retrying as is.
     pub fn is_retryable(&self) -> bool {
         matches!(self, StoreError::Unavailable(_))
     }
 }
 
-/// Checkpoints by conversation identity (ST-3).
+/// Checkpoints by conversation identity (ST-3) and partition leases (IO-4): everything a turn
+/// reads and writes outside Kafka. Adapters do not retry; `store::RetryingStore` is the one
+/// retry layer.
 pub trait CheckpointStore {
     fn load(
         &self,
         identity: &Identity,
     ) -> impl Future<Output = Result<Option<CheckpointRecord>, StoreError>> + Send;
-    fn save(
+    /// The LC-4 write-ahead (phase 0): state, in-flight turn and epoch only; the applied offset
+    /// and the outbox stay as they are.
+    fn save_write_ahead(
         &self,
         identity: &Identity,
-        record: CheckpointRecord,
+        record: &CheckpointRecord,
+        fence: Fence,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
+    /// The end of a turn (phase 1): every column.
+    fn save_turn(
+        &self,
+        identity: &Identity,
+        record: &CheckpointRecord,
+        fence: Fence,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+    /// Takes the next lease epoch of `(topic, partition)`: once per partition assignment.
+    /// Concurrent acquirers get distinct, increasing epochs.
+    fn acquire_epoch(
+        &self,
+        topic: &str,
+        partition: i32,
+        owner: &str,
+    ) -> impl Future<Output = Result<i64, StoreError>> + Send;
 }

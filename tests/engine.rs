@@ -367,7 +367,7 @@ async fn seed_shaped_checkpoint_continues_the_transaction() {
         &identity(),
         CheckpointRecord {
             state: seed.to_vec(),
-            in_flight: None,
+            ..Default::default()
         },
     );
     let model = CountingModel::default();
@@ -399,7 +399,7 @@ async fn undecodable_checkpoint_is_reported_not_replaced() {
     let store = InMemoryCheckpointStore::new();
     let garbage = CheckpointRecord {
         state: b"{\"schema_version\": 2, \"history\": 7".to_vec(),
-        in_flight: None,
+        ..Default::default()
     };
     store.put(&identity(), garbage.clone());
     let result = process_turn(

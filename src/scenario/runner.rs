@@ -1,5 +1,12 @@
 //! Runs scenario files in process: the real engine and pipeline, a scripted model, scripted
-//! tools and an in-memory store that keeps nothing but checkpoint bytes across a `restart`.
+//! tools and an in-memory store that keeps nothing but checkpoint rows across a `restart`.
+//!
+//! Turns go through [`apply_turn`], the worker's own path, as records of one partition: each
+//! delivery at the next offset, under the partition lease the in-process worker took (a
+//! `restart` takes a new one), so the outbox, republish and fencing decisions run here too.
+//! `redeliver` delivers the record twice more: at the same offset before its commit (the
+//! stored outputs must be republished byte for byte) and at a new offset, as a channel adapter
+//! retrying would (EV-1: nothing changes, nothing is emitted).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -13,7 +20,8 @@ use crate::domain::engine::Engine;
 use crate::domain::state::AgentState;
 use crate::domain::turn::{Turn, TurnInput};
 use crate::model::ScriptedModel;
-use crate::pipeline::{process_turn, ProcessedTurn};
+use crate::pipeline::{apply_turn, Position, ProcessedTurn, TurnResult};
+use crate::ports::CheckpointStore;
 use crate::scenario::format::{load_scenario, Scenario, ScenarioTurn, TurnInputSpec};
 use crate::scenario::matcher;
 use crate::store::InMemoryCheckpointStore;
@@ -21,6 +29,9 @@ use crate::tool::ScriptedTools;
 
 /// The scenario clock starts here (2026-01-01T00:00:00Z); each turn adds its `after`.
 pub const SCENARIO_EPOCH_MS: i64 = 1_767_225_600_000;
+
+/// The inbound topic name the runner's records carry (in the outbox and fencing).
+pub const SCENARIO_TOPIC: &str = "scenario.turns";
 
 /// The config a scenario uses when it names none.
 pub const DEFAULT_CONFIG: &str = "config/agents.example.yaml";
@@ -143,6 +154,14 @@ struct InProcessWorker {
     settings: Settings,
 }
 
+/// The partition lease a (new) in-process worker takes before its first turn (IO-4).
+async fn take_lease(store: &InMemoryCheckpointStore) -> Result<i64, String> {
+    store
+        .acquire_epoch(SCENARIO_TOPIC, 0, "scenario-runner")
+        .await
+        .map_err(|e| format!("partition lease: {e}"))
+}
+
 async fn run_scenario(
     scenario: &Scenario,
     catalogs: &mut BTreeMap<String, Result<Catalog, String>>,
@@ -165,6 +184,8 @@ async fn run_scenario(
         settings: settings.clone(),
     };
     let store = InMemoryCheckpointStore::new();
+    let mut epoch = take_lease(&store).await?;
+    let mut next_offset = 0_i64;
     let mut clock = SCENARIO_EPOCH_MS;
     for (i, spec) in scenario.turns.iter().enumerate() {
         let n = i + 1;
@@ -175,6 +196,7 @@ async fn run_scenario(
                 catalog: load(catalogs)?,
                 settings: settings.clone(),
             };
+            epoch = take_lease(&store).await?;
         }
         let turn = Turn {
             turn_id: format!("turn-{n}"),
@@ -189,15 +211,53 @@ async fn run_scenario(
         let engine = Engine::new(&worker.catalog, &worker.settings);
         let model = ScriptedModel::new(spec.model.clone());
         let tools = ScriptedTools::new(spec.tools.clone());
-        let processed = process_turn(&engine, &store, &model, &tools, &turn)
+        let deliver = |offset: i64| Position {
+            topic: SCENARIO_TOPIC,
+            partition: 0,
+            offset,
+            epoch,
+            committed_mark: offset,
+        };
+        let at = deliver(next_offset);
+        next_offset += 1;
+        let (processed, outputs) = match apply_turn(&engine, &store, &model, &tools, &turn, at)
             .await
-            .map_err(|e| format!("turn {n}: {e}"))?;
+            .map_err(|e| format!("turn {n}: {e}"))?
+        {
+            TurnResult::Processed { processed, outputs } => (processed, outputs),
+            other => {
+                return Err(format!(
+                    "turn {n}: delivered at a new offset under the current lease, yet {other:?}"
+                ))
+            }
+        };
         check_turn(spec, &TurnView::of(&processed)).map_err(|e| format!("turn {n}, {e}"))?;
         if spec.redeliver {
             let before = store.get(&turn.identity);
-            let again = process_turn(&engine, &store, &model, &tools, &turn)
+            // The same record before its commit: republished from the outbox, byte for byte.
+            match apply_turn(&engine, &store, &model, &tools, &turn, at).await {
+                Ok(TurnResult::Republished { outputs: again }) if again == outputs => {}
+                Ok(TurnResult::Processed { ref processed, .. })
+                    if processed.outcome.duplicate && outputs.is_empty() => {}
+                other => {
+                    return Err(format!(
+                        "turn {n}, redeliver at the same offset: expected the stored outputs \
+                         republished unchanged (EV-1), got {other:?}"
+                    ))
+                }
+            }
+            // The same turn id in a new record: a duplicate that changes nothing (EV-1).
+            let again = deliver(next_offset);
+            next_offset += 1;
+            let again = match apply_turn(&engine, &store, &model, &tools, &turn, again)
                 .await
-                .map_err(|e| format!("turn {n} (redelivered): {e}"))?;
+                .map_err(|e| format!("turn {n} (redelivered): {e}"))?
+            {
+                TurnResult::Processed { processed, outputs } if outputs.is_empty() => processed,
+                other => return Err(format!(
+                    "turn {n}, redeliver: the second delivery produced outputs (EV-1): {other:?}"
+                )),
+            };
             let o = &again.outcome;
             if !o.duplicate
                 || !o.replies.is_empty()

@@ -3,18 +3,18 @@
 //!
 //! # Fencing
 //!
-//! Every checkpoint write carries `USING TIMESTAMP (epoch << 40) | (offset << 2) | phase`
-//! ([`write_timestamp`]). The epoch comes from [`ScyllaCheckpointStore::acquire_epoch`], one
-//! lightweight transaction per partition assignment. A zombie that lost its partition holds a lower
-//! epoch, so every cell it writes carries a lower timestamp and loses last-write-wins against the
-//! new owner, whatever order the writes arrive in. No per-turn Paxos round is needed.
-//!
-//! Within one owner the offset orders turns, and the phase orders the writes of one turn: the LC-4
-//! write-ahead (0) before the end of the turn (1) before the outbox prune (2).
+//! Every checkpoint write carries the fencing timestamp of [`crate::store::fencing`] as
+//! `USING TIMESTAMP`. The epoch comes from [`ScyllaCheckpointStore::acquire_epoch`], one
+//! lightweight transaction per partition assignment, so no per-turn Paxos round is needed.
 //!
 //! A given `(epoch, offset, phase)` must always be written with the same values: on equal
 //! timestamps the store keeps the larger value, not the later one. Retries satisfy this (same
 //! statement, same timestamp, same values), which is what makes them safe.
+//!
+//! # Retries
+//!
+//! None here: a failed call returns its classified [`StoreError`] at once, and
+//! [`crate::store::RetryingStore`] is the one layer that retries (`docs/store.md`).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -37,8 +37,13 @@ use scylla::statement::{Consistency, SerialConsistency};
 use scylla::value::{CqlTimestamp, Row};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::fencing::fence_timestamp;
+pub use super::fencing::{
+    write_timestamp, EPOCH_LIMIT, OFFSET_LIMIT, PHASE_OUTBOX_PRUNE, PHASE_TURN_END,
+    PHASE_WRITE_AHEAD,
+};
 use crate::domain::turn::Identity;
-use crate::ports::{CheckpointRecord, CheckpointStore, StoreError};
+use crate::ports::{CheckpointRecord, CheckpointStore, Fence, StoreError};
 use crate::telemetry::{
     Waiting, CHECKPOINT_ERRORS_TOTAL, CHECKPOINT_LOAD_DURATION_SECONDS,
     CHECKPOINT_REQUESTS_WAITING, CHECKPOINT_SAVE_DURATION_SECONDS,
@@ -52,11 +57,6 @@ pub const DEFAULT_RETENTION_DAYS: u32 = 30;
 /// Right for one local node only; production passes NetworkTopologyStrategy with RF 3.
 pub const DEFAULT_REPLICATION: &str = "{'class': 'SimpleStrategy', 'replication_factor': 1}";
 pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 2_000;
-
-/// Epochs must stay below 2^23 so that `epoch << 40` fits a positive i64 timestamp.
-pub const EPOCH_LIMIT: i64 = 1 << 23;
-/// Offsets must stay below 2^38 so that `offset << 2` stays below the epoch bits.
-pub const OFFSET_LIMIT: i64 = 1 << 38;
 
 /// Cassandra's largest TTL is 20 years; retention beyond that would be refused at migrate time.
 const MAX_RETENTION_DAYS: u32 = 20 * 365;
@@ -85,37 +85,6 @@ const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../../schemas/cql/004_checkpoints_retention.cql"),
     ),
 ];
-
-/// Phase of the LC-4 write-ahead: state + in-flight record before a tool executes.
-pub const PHASE_WRITE_AHEAD: u8 = 0;
-/// Phase of the end of a turn: state, applied offset, outbox.
-pub const PHASE_TURN_END: u8 = 1;
-/// Phase of the outbox prune after the Kafka commit became known: it beats the turn end of the
-/// same offset and loses to every write of the next offset.
-pub const PHASE_OUTBOX_PRUNE: u8 = 2;
-
-/// The fencing timestamp `(epoch << 40) | (offset << 2) | phase` (IO-4).
-///
-/// Refuses values outside the bit budget instead of wrapping: a wrapped timestamp would let an old
-/// owner beat a new one, the exact failure the scheme exists to prevent.
-pub fn write_timestamp(epoch: i64, offset: i64, phase: u8) -> Result<i64, StoreError> {
-    if !(0..EPOCH_LIMIT).contains(&epoch) {
-        return Err(StoreError::Rejected(format!(
-            "lease epoch {epoch} outside 0..2^23: fencing timestamps would overflow"
-        )));
-    }
-    if !(0..OFFSET_LIMIT).contains(&offset) {
-        return Err(StoreError::Rejected(format!(
-            "offset {offset} outside 0..2^38: fencing timestamps would overflow"
-        )));
-    }
-    if phase > PHASE_OUTBOX_PRUNE {
-        return Err(StoreError::Rejected(format!(
-            "write phase {phase} is not 0 (write-ahead), 1 (turn end) or 2 (outbox prune)"
-        )));
-    }
-    Ok((epoch << 40) | (offset << 2) | i64::from(phase))
-}
 
 /// Connection and schema settings for the CQL store.
 #[derive(Debug, Clone)]
@@ -216,19 +185,8 @@ impl CqlConfig {
     }
 }
 
-/// One checkpoint row as stored.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct StoredRow {
-    pub state: Vec<u8>,
-    /// LC-4 write-ahead record of the running turn.
-    pub in_flight: Option<Vec<u8>>,
-    /// Inbound (partition, offset) of the last applied turn.
-    pub applied: Option<(i32, i64)>,
-    /// JSON list of outputs of applied turns whose Kafka commit is not known yet.
-    pub outbox: Option<Vec<u8>>,
-    /// Lease epoch of the writer of the latest cells.
-    pub epoch: i64,
-}
+/// The row as this adapter's callers (inspection, tests) have long named it.
+pub type StoredRow = CheckpointRecord;
 
 /// Checkpoints and partition leases over one driver session. Statements are prepared once at
 /// [`connect`](Self::connect); the session is shared by every partition the worker owns.
@@ -440,15 +398,14 @@ impl ScyllaCheckpointStore {
     pub async fn load_row(&self, id: &Identity) -> Result<Option<StoredRow>, StoreError> {
         let _slot = self.slot().await;
         let started = Instant::now();
-        let result = with_retries("load", || async {
-            let result = self
-                .session
-                .execute_unpaged(&self.load, (&id.tenant_id, &id.agent_id, &id.session_id))
-                .await
-                .map_err(classify_execution)?;
-            decode_row(result)
-        })
-        .await;
+        let result = match self
+            .session
+            .execute_unpaged(&self.load, (&id.tenant_id, &id.agent_id, &id.session_id))
+            .await
+        {
+            Ok(result) => decode_row(result),
+            Err(e) => Err(classify_execution(e)),
+        };
         observe("load", CHECKPOINT_LOAD_DURATION_SECONDS, started, &result);
         result
     }
@@ -482,29 +439,26 @@ impl ScyllaCheckpointStore {
             Some((p, o)) => (Some(p), Some(o)),
             None => (None, None),
         };
-        with_retries("save", || async {
-            self.session
-                .execute_unpaged(
-                    &self.save_row,
-                    (
-                        ts,
-                        &row.state,
-                        &row.in_flight,
-                        applied_partition,
-                        applied_offset,
-                        &row.outbox,
-                        row.epoch,
-                        updated_at,
-                        &id.tenant_id,
-                        &id.agent_id,
-                        &id.session_id,
-                    ),
-                )
-                .await
-                .map_err(classify_execution)?;
-            Ok(())
-        })
-        .await
+        self.session
+            .execute_unpaged(
+                &self.save_row,
+                (
+                    ts,
+                    &row.state,
+                    &row.in_flight,
+                    applied_partition,
+                    applied_offset,
+                    &row.outbox,
+                    row.epoch,
+                    updated_at,
+                    &id.tenant_id,
+                    &id.agent_id,
+                    &id.session_id,
+                ),
+            )
+            .await
+            .map_err(classify_execution)?;
+        Ok(())
     }
 
     /// Writes only state, in-flight, epoch and updated_at; applied offset and outbox stay as they
@@ -521,26 +475,23 @@ impl ScyllaCheckpointStore {
         let result = async {
             check_timestamp_epoch(ts, epoch)?;
             let updated_at = now_timestamp();
-            with_retries("save", || async {
-                self.session
-                    .execute_unpaged(
-                        &self.save_state,
-                        (
-                            ts,
-                            &record.state,
-                            &record.in_flight,
-                            epoch,
-                            updated_at,
-                            &id.tenant_id,
-                            &id.agent_id,
-                            &id.session_id,
-                        ),
-                    )
-                    .await
-                    .map_err(classify_execution)?;
-                Ok(())
-            })
-            .await
+            self.session
+                .execute_unpaged(
+                    &self.save_state,
+                    (
+                        ts,
+                        &record.state,
+                        &record.in_flight,
+                        epoch,
+                        updated_at,
+                        &id.tenant_id,
+                        &id.agent_id,
+                        &id.session_id,
+                    ),
+                )
+                .await
+                .map_err(classify_execution)?;
+            Ok(())
         }
         .await;
         observe("save", CHECKPOINT_SAVE_DURATION_SECONDS, started, &result);
@@ -664,66 +615,38 @@ impl ScyllaCheckpointStore {
     }
 }
 
-/// The [`CheckpointStore`] port of one turn: fenced by the partition's lease epoch and stamped
-/// with the turn's inbound offset.
-#[derive(Debug, Clone, Copy)]
-pub struct FencedCheckpoints<'a> {
-    pub store: &'a ScyllaCheckpointStore,
-    /// Lease epoch of the partition, from [`ScyllaCheckpointStore::acquire_epoch`].
-    pub epoch: i64,
-    /// Inbound partition of the turn (for logs: writes are fenced by epoch and offset).
-    pub partition: i32,
-    /// Inbound offset of the turn.
-    pub offset: i64,
-}
-
-impl<'a> FencedCheckpoints<'a> {
-    pub fn new(store: &'a ScyllaCheckpointStore, epoch: i64, partition: i32, offset: i64) -> Self {
-        FencedCheckpoints {
-            store,
-            epoch,
-            partition,
-            offset,
-        }
-    }
-}
-
-impl CheckpointStore for FencedCheckpoints<'_> {
-    /// Refuses with `Fenced` when a newer owner already wrote the row: this worker lost the
-    /// partition, and computing the turn would only produce writes that lose anyway.
+impl CheckpointStore for ScyllaCheckpointStore {
     async fn load(&self, identity: &Identity) -> Result<Option<CheckpointRecord>, StoreError> {
-        let Some(row) = self.store.load_row(identity).await? else {
-            return Ok(None);
-        };
-        // Not counted here: the worker counts each fenced turn once
-        // (`turnstile_fenced_writes_total`), whichever check found it.
-        if row.epoch > self.epoch {
-            tracing::warn!(
-                partition = self.partition,
-                offset = self.offset,
-                epoch = self.epoch,
-                row_epoch = row.epoch,
-                "checkpoint written by a newer partition owner; this worker is fenced (IO-4)"
-            );
-            return Err(StoreError::Fenced);
-        }
-        Ok(Some(CheckpointRecord {
-            state: row.state,
-            in_flight: row.in_flight,
-        }))
+        self.load_row(identity).await
     }
 
-    /// Phase 0 (write-ahead) when the record carries an in-flight turn, phase 1 otherwise.
-    async fn save(&self, identity: &Identity, record: CheckpointRecord) -> Result<(), StoreError> {
-        let phase = if record.in_flight.is_some() {
-            PHASE_WRITE_AHEAD
-        } else {
-            PHASE_TURN_END
-        };
-        let ts = write_timestamp(self.epoch, self.offset, phase)?;
-        self.store
-            .save_state(identity, &record, self.epoch, ts)
-            .await
+    async fn save_write_ahead(
+        &self,
+        identity: &Identity,
+        record: &CheckpointRecord,
+        fence: Fence,
+    ) -> Result<(), StoreError> {
+        let ts = fence_timestamp(fence, PHASE_WRITE_AHEAD)?;
+        self.save_state(identity, record, fence.epoch, ts).await
+    }
+
+    async fn save_turn(
+        &self,
+        identity: &Identity,
+        record: &CheckpointRecord,
+        fence: Fence,
+    ) -> Result<(), StoreError> {
+        let ts = fence_timestamp(fence, PHASE_TURN_END)?;
+        self.save_row(identity, record, ts).await
+    }
+
+    async fn acquire_epoch(
+        &self,
+        topic: &str,
+        partition: i32,
+        owner: &str,
+    ) -> Result<i64, StoreError> {
+        ScyllaCheckpointStore::acquire_epoch(self, topic, partition, owner).await
     }
 }
 

@@ -1,6 +1,10 @@
-//! Checkpoint stores behind `ports::CheckpointStore`.
+//! Checkpoint stores behind `ports::CheckpointStore`: one adapter per technology, the fencing
+//! timestamp they share, and the one retry layer in front of them.
 
 pub mod cql;
+pub mod fencing;
 pub mod memory;
+pub mod retrying;
 
 pub use memory::InMemoryCheckpointStore;
+pub use retrying::RetryingStore;

@@ -40,7 +40,9 @@ pub struct WorkerConfig {
     /// Extra librdkafka settings (`TURNSTILE_KAFKA_<name with _ for .>`), e.g. security.
     pub kafka_overrides: Vec<(String, String)>,
     /// Fault injection for the crash harness: abort the process right after the N-th
-    /// checkpoint save, before its Kafka commit (`TURNSTILE_FAULT_ABORT_AFTER_SAVES`).
+    /// checkpoint save, before its Kafka commit (`TURNSTILE_FAULT_ABORT_AFTER_SAVES`). Only in
+    /// builds with the `harness` feature: a release build has no fault hook to trip.
+    #[cfg(feature = "harness")]
     pub fault_abort_after_saves: Option<u64>,
     /// Create missing topics at start (`TURNSTILE_CREATE_TOPICS`, off: production topics are
     /// usually managed elsewhere), with this many inbound partitions.
@@ -67,6 +69,7 @@ impl Default for WorkerConfig {
             session_timeout: Duration::from_secs(15),
             listen: "0.0.0.0:9464".into(),
             kafka_overrides: Vec::new(),
+            #[cfg(feature = "harness")]
             fault_abort_after_saves: None,
             create_topics: None,
         }
@@ -158,6 +161,7 @@ impl WorkerConfig {
             &mut c.session_timeout,
             6_000,
         );
+        #[cfg(feature = "harness")]
         if let Some(v) = env("TURNSTILE_FAULT_ABORT_AFTER_SAVES").filter(|v| !v.trim().is_empty()) {
             match v.trim().parse::<u64>() {
                 Ok(n) if n >= 1 => c.fault_abort_after_saves = Some(n),

@@ -11,6 +11,8 @@ pub mod committer;
 pub mod config;
 pub mod consumer;
 pub mod dispatch;
+#[cfg(feature = "harness")]
+mod fault;
 pub mod listener;
 pub mod offsets;
 pub mod topics;
@@ -25,20 +27,14 @@ use metrics::{counter, gauge, histogram};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::Consumer;
 use rdkafka::producer::{BaseProducer, Producer};
-use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use tokio::sync::{mpsc, Semaphore};
 
 use crate::domain::catalog::{Catalog, Settings};
 use crate::domain::engine::Engine;
-use crate::domain::state;
-use crate::message::{
-    decode_turn, encode_dead_letter, encode_outputs, DeadLetterReason, DecodeLimits, InboundRecord,
-    Output, OutputTopic, Rejection, Topics,
-};
-use crate::pipeline::{decide_turn, decode_record, PipelineError};
-use crate::ports::{DecisionModel, StoreError, ToolGateway};
-use crate::store::cql::{write_timestamp, FencedCheckpoints, ScyllaCheckpointStore, StoredRow};
+use crate::message::{DecodeLimits, InboundRecord, Output, Topics};
+use crate::pipeline::{handle_record, Disposition, Rules};
+use crate::ports::{CheckpointStore, DecisionModel, StoreError, ToolGateway};
+use crate::store::RetryingStore;
 use crate::telemetry;
 
 use committer::{CommitCommand, CommittedMarks, Committer};
@@ -48,12 +44,14 @@ use dispatch::KeyedQueue;
 use offsets::PartitionOffsets;
 
 /// What the worker needs besides Kafka: the decision inputs and the adapters.
-pub struct Services<M, T> {
+pub struct Services<M, T, S> {
     pub catalog: Arc<Catalog>,
     pub settings: Arc<Settings>,
     pub model: M,
     pub tools: T,
-    pub store: ScyllaCheckpointStore,
+    /// Wrapped in the one retry layer ([`RetryingStore`]) by [`run`], which wires its
+    /// availability to readiness.
+    pub store: S,
 }
 
 /// Liveness and readiness facts for `/readyz`.
@@ -90,98 +88,6 @@ pub enum WorkerError {
     Commit(#[from] committer::CommitError),
 }
 
-/// One output as kept in the checkpoint's outbox until its commit is known.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct OutboxOutput {
-    topic: String,
-    key: String,
-    /// The payload's own JSON, embedded as is: stored as a string, every payload was escaped on
-    /// save and unescaped on the next load (the outbox's JSON fell from 5.4 to 3.7 % of the
-    /// worker's CPU). Rows written before hold a JSON string; so does a payload that is not
-    /// exactly one JSON value (see [`from_outbox`]).
-    payload: Box<RawValue>,
-    output_id: String,
-    kind: String,
-}
-
-/// The outputs of one applied turn whose Kafka commit is not yet known.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct OutboxEntry {
-    #[serde(default)]
-    topic: String,
-    partition: i32,
-    offset: i64,
-    turn_id: String,
-    outputs: Vec<OutboxOutput>,
-}
-
-fn to_outbox(o: &Output) -> OutboxOutput {
-    let text = String::from_utf8_lossy(&o.payload);
-    // A payload that is itself a JSON string would read back as the old format: quote it.
-    let embedded = if text.starts_with('"') {
-        None
-    } else {
-        // Parsing trims surrounding whitespace; such a payload is kept as a string, exact.
-        RawValue::from_string(text.clone().into_owned())
-            .ok()
-            .filter(|raw| raw.get().len() == text.len())
-    };
-    let payload =
-        embedded.unwrap_or_else(|| serde_json::value::to_raw_value(&text).unwrap_or_default());
-    OutboxOutput {
-        topic: o.topic.as_str().to_owned(),
-        key: o.key.clone(),
-        payload,
-        output_id: o.output_id.clone(),
-        kind: o.kind.to_string(),
-    }
-}
-
-fn from_outbox(o: &OutboxOutput) -> Output {
-    let raw = o.payload.get();
-    let payload = if raw.starts_with('"') {
-        serde_json::from_str::<String>(raw)
-            .map(String::into_bytes)
-            .unwrap_or_else(|_| raw.as_bytes().to_vec())
-    } else {
-        raw.as_bytes().to_vec()
-    };
-    Output {
-        topic: match o.topic.as_str() {
-            "events" => OutputTopic::Events,
-            "dead_letters" => OutputTopic::DeadLetters,
-            _ => OutputTopic::Replies,
-        },
-        key: o.key.clone(),
-        payload,
-        output_id: o.output_id.clone(),
-        kind: kind_name(&o.kind),
-    }
-}
-
-/// Output kinds are a closed set; map the stored name back to its static label.
-fn kind_name(kind: &str) -> &'static str {
-    use crate::domain::effect::EventType::*;
-    for t in [
-        StateInconsistent,
-        Cancelled,
-        Failed,
-        OutOfScope,
-        Completed,
-        Started,
-        HumanHandoffRequested,
-        EndRequested,
-    ] {
-        if t.as_str() == kind {
-            return t.as_str();
-        }
-    }
-    match kind {
-        "dead_letter" => "dead_letter",
-        _ => "reply",
-    }
-}
-
 /// How one record ended.
 struct Finished {
     partition: i32,
@@ -209,15 +115,16 @@ struct Revocation {
 }
 
 /// Runs the worker until `shutdown` resolves; drains within the budget, commits, returns.
-pub async fn run<M, T>(
+pub async fn run<M, T, S>(
     config: WorkerConfig,
-    services: Services<M, T>,
+    services: Services<M, T, S>,
     health: Arc<Health>,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), WorkerError>
 where
     M: DecisionModel + Send + Sync + 'static,
     T: ToolGateway + Send + Sync + 'static,
+    S: CheckpointStore + Send + Sync + 'static,
 {
     telemetry::record_in_flight_limits(config.max_in_flight, config.max_in_flight_per_partition);
     telemetry::register_alerted_series();
@@ -287,14 +194,23 @@ where
             .map_err(|e| WorkerError::Kafka(e.to_string()))?
     };
 
+    let store_health = health.clone();
+    let store = RetryingStore::new(services.store).on_availability(Arc::new(move |ok| {
+        store_health.store_ok.store(ok, Ordering::Relaxed);
+        store_health.publish();
+    }));
     let shared = Arc::new(Shared {
-        services,
+        catalog: services.catalog,
+        settings: services.settings,
+        model: services.model,
+        tools: services.tools,
+        store,
         topics: config.topics.clone(),
         limits: DecodeLimits {
             max_payload_bytes: config.max_payload_bytes,
         },
-        fault_abort_after_saves: config.fault_abort_after_saves,
-        saves: Default::default(),
+        #[cfg(feature = "harness")]
+        fault: fault::AbortAfterSaves::new(config.fault_abort_after_saves),
     });
     let mut coordinator = Coordinator {
         config: config.clone(),
@@ -414,17 +330,21 @@ fn producer_config(config: &WorkerConfig) -> ClientConfig {
     c
 }
 
-struct Shared<M, T> {
-    services: Services<M, T>,
+struct Shared<M, T, S> {
+    catalog: Arc<Catalog>,
+    settings: Arc<Settings>,
+    model: M,
+    tools: T,
+    store: RetryingStore<S>,
     topics: Topics,
     limits: DecodeLimits,
-    fault_abort_after_saves: Option<u64>,
-    saves: std::sync::atomic::AtomicU64,
+    #[cfg(feature = "harness")]
+    fault: fault::AbortAfterSaves,
 }
 
-struct Coordinator<M, T> {
+struct Coordinator<M, T, S> {
     config: WorkerConfig,
-    shared: Arc<Shared<M, T>>,
+    shared: Arc<Shared<M, T, S>>,
     partitions: BTreeMap<i32, PartitionState>,
     revocations: Vec<Revocation>,
     permits: Arc<Semaphore>,
@@ -436,10 +356,11 @@ struct Coordinator<M, T> {
     health: Arc<Health>,
 }
 
-impl<M, T> Coordinator<M, T>
+impl<M, T, S> Coordinator<M, T, S>
 where
     M: DecisionModel + Send + Sync + 'static,
     T: ToolGateway + Send + Sync + 'static,
+    S: CheckpointStore + Send + Sync + 'static,
 {
     fn on_event(
         &mut self,
@@ -540,11 +461,7 @@ where
         let topic = self.config.topics.inbound.clone();
         let owner = self.config.instance_id.clone();
         tokio::spawn(async move {
-            let r = shared
-                .services
-                .store
-                .acquire_epoch(&topic, partition, &owner)
-                .await;
+            let r = shared.store.acquire_epoch(&topic, partition, &owner).await;
             let _ = tx.send((partition, r));
         });
     }
@@ -575,11 +492,7 @@ where
                     let owner = self.config.instance_id.clone();
                     tokio::spawn(async move {
                         tokio::time::sleep(Duration::from_secs(1)).await;
-                        let r = shared
-                            .services
-                            .store
-                            .acquire_epoch(&topic, partition, &owner)
-                            .await;
+                        let r = shared.store.acquire_epoch(&topic, partition, &owner).await;
                         let _ = tx.send((partition, r));
                     });
                 }
@@ -721,37 +634,11 @@ where
     }
 }
 
-use crate::clock::now_ms;
-
-/// Retries a store operation with capped exponential backoff until it succeeds: an outage
-/// pauses this conversation's turn instead of dead-lettering it or crash-looping.
-async fn with_store_retry<F, Fut, R>(what: &'static str, mut op: F) -> Result<R, StoreError>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<R, StoreError>>,
-{
-    let mut delay = Duration::from_millis(100);
-    loop {
-        match op().await {
-            Ok(r) => return Ok(r),
-            // Every store error but fencing pauses the turn: a good turn is never dead-lettered
-            // because the store misbehaves (an operator sees the WARN lines and the metric,
-            // which the store counts: once per failed call, not again here).
-            Err(e) if !matches!(e, StoreError::Fenced) => {
-                tracing::warn!(op = what, error = %e, delay_ms = delay.as_millis() as u64, "Checkpoint store unavailable; retrying.");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(10));
-            }
-            Err(e) => return Err(e),
-        }
-    }
-}
-
 /// Processes one record inside a span carrying its topic, partition, offset, tenant and turn id
 /// (the span is attached to the future, never entered across an await), so every line logged
 /// for the turn — a model fallback, a tool retry, a store wait — names the turn it belongs to.
-async fn process_record<M, T>(
-    shared: &Shared<M, T>,
+async fn process_record<M, T, S>(
+    shared: &Shared<M, T, S>,
     record: FetchedRecord,
     key: String,
     epoch: i64,
@@ -760,6 +647,7 @@ async fn process_record<M, T>(
 where
     M: DecisionModel + Send + Sync,
     T: ToolGateway + Send + Sync,
+    S: CheckpointStore + Send + Sync,
 {
     use tracing::Instrument;
     let span = tracing::info_span!(
@@ -770,13 +658,14 @@ where
         tenant_id = tracing::field::Empty,
         turn_id = tracing::field::Empty
     );
-    apply_record(shared, record, key, epoch, committed_mark)
+    Box::pin(apply_record(shared, record, key, epoch, committed_mark))
         .instrument(span)
         .await
 }
 
-async fn apply_record<M, T>(
-    shared: &Shared<M, T>,
+/// The pipeline's [`handle_record`], and what the coordinator needs to know of its end.
+async fn apply_record<M, T, S>(
+    shared: &Shared<M, T, S>,
     record: FetchedRecord,
     key: String,
     epoch: i64,
@@ -785,6 +674,7 @@ async fn apply_record<M, T>(
 where
     M: DecisionModel + Send + Sync,
     T: ToolGateway + Send + Sync,
+    S: CheckpointStore + Send + Sync,
 {
     let inbound = InboundRecord {
         topic: &shared.topics.inbound,
@@ -794,6 +684,21 @@ where
         payload: record.payload.as_deref(),
         timestamp_ms: record.timestamp_ms,
     };
+    let rules = Rules {
+        engine: Engine::new(&shared.catalog, &shared.settings),
+        catalog: &shared.catalog,
+        limits: &shared.limits,
+    };
+    let handled = handle_record(
+        rules,
+        &shared.store,
+        &shared.model,
+        &shared.tools,
+        &inbound,
+        epoch,
+        committed_mark,
+    )
+    .await;
     let mut finished = Finished {
         partition: record.partition,
         offset: record.offset,
@@ -801,193 +706,37 @@ where
         turn_id: String::new(),
         outputs: Vec::new(),
         fenced: false,
-        outcome: "applied",
+        outcome: "fenced",
     };
-    let dead_letter = |finished: &mut Finished, rejection: Rejection| {
-        counter!(telemetry::DEAD_LETTERS_TOTAL, "reason" => rejection.reason.as_str()).increment(1);
-        tracing::warn!(reason = rejection.reason.as_str(), detail = %rejection.detail, "Turn dead-lettered.");
-        finished
-            .outputs
-            .push(encode_dead_letter(&inbound, &rejection, now_ms()));
-        finished.outcome = "dead_lettered";
-    };
-    // A turn the engine or the store refused for good (not an outage: those are retried).
-    let engine_error = |finished: &mut Finished, detail: String| {
-        let reason = DeadLetterReason::EngineError;
-        dead_letter(finished, Rejection { reason, detail });
-    };
-    let services = &shared.services;
-    let turn = match decode_turn(&inbound, &shared.limits, &services.catalog) {
-        Ok(t) => t,
-        Err(rejection) => {
-            dead_letter(&mut finished, rejection);
-            return finished;
+    match handled {
+        Ok(h) => {
+            finished.fenced = h.disposition == Disposition::Fenced;
+            finished.outcome = h.disposition.as_str();
+            finished.turn_id = h.turn_id;
+            finished.outputs = h.outputs;
+            #[cfg(feature = "harness")]
+            if h.disposition == Disposition::Applied {
+                shared.fault.after_save();
+            }
         }
-    };
-    let span = tracing::Span::current();
-    span.record("tenant_id", turn.identity.tenant_id.as_str());
-    span.record("turn_id", turn.turn_id.as_str());
-    finished.turn_id = turn.turn_id.clone();
-    let engine = Engine::new(&services.catalog, &services.settings);
-    loop {
-        // The driver's futures are large (~4 KB); boxed, a parked turn holds only the one it awaits.
-        let row =
-            match with_store_retry("load", || Box::pin(services.store.load_row(&turn.identity)))
-                .await
-            {
-                Ok(r) => r,
-                Err(e) => {
-                    engine_error(
-                        &mut finished,
-                        format!("checkpoint store refused the read: {e}"),
-                    );
-                    return finished;
-                }
-            };
-        if row.as_ref().is_some_and(|r| r.epoch > epoch) {
-            // A newer owner wrote this conversation: this worker lost the partition (IO-4).
-            tracing::warn!(epoch, "Fenced: a newer owner holds this conversation.");
+        // Only reachable without the retry layer, which the worker always has: leave the
+        // record uncommitted (redelivered to the next owner) rather than guess.
+        Err(e) => {
+            tracing::error!(error = %e, "Checkpoint store error escaped the retry layer; the record stays uncommitted.");
             finished.fenced = true;
-            finished.outcome = "fenced";
-            return finished;
         }
-        let mut outbox: Vec<OutboxEntry> = row
-            .as_ref()
-            .and_then(|r| r.outbox.as_deref())
-            .and_then(|b| serde_json::from_slice(b).ok())
-            .unwrap_or_default();
-        // The same record again (its offset was never committed, e.g. a crash after the save):
-        // republish its stored outputs. The same turn id at another offset is a duplicate turn
-        // and falls through to the engine, which changes and emits nothing (EV-1).
-        if let Some(entry) = outbox.iter().find(|e| {
-            e.turn_id == turn.turn_id
-                && e.topic == shared.topics.inbound
-                && e.partition == record.partition
-                && e.offset == record.offset
-        }) {
-            finished.outputs = entry.outputs.iter().map(from_outbox).collect();
-            finished.outcome = "republished";
-            return finished;
-        }
-        let (state, in_flight) = match &row {
-            None => (Default::default(), None),
-            Some(r) => match decode_record(&r.state, r.in_flight.as_deref()) {
-                Ok(decoded) => decoded,
-                Err(e) => {
-                    // ST-4: reported, never replaced by an empty state; the row is untouched.
-                    let reason = match &e {
-                        PipelineError::Checkpoint(d) => d.reason(),
-                        _ => "in_flight_undecodable",
-                    };
-                    counter!(telemetry::CHECKPOINT_DECODE_FAILURES_TOTAL, "reason" => reason)
-                        .increment(1);
-                    dead_letter(&mut finished, Rejection { reason: DeadLetterReason::CheckpointUndecodable, detail: format!("{e}; the stored checkpoint was left untouched for inspection (turnstile inspect)") });
-                    return finished;
-                }
-            },
-        };
-        // The stored bytes are decoded; a turn parked on a model call should not hold them too.
-        drop(row);
-        let fenced_store = FencedCheckpoints {
-            store: &services.store,
-            epoch,
-            partition: record.partition,
-            offset: record.offset,
-        };
-        let processed = match Box::pin(decide_turn(
-            &engine,
-            &fenced_store,
-            &services.model,
-            &services.tools,
-            &turn,
-            state,
-            in_flight,
-        ))
-        .await
-        {
-            Ok(p) => p,
-            Err(PipelineError::Store(StoreError::Fenced)) => {
-                tracing::warn!(
-                    epoch,
-                    "Fenced mid-turn: a newer owner holds this conversation."
-                );
-                finished.fenced = true;
-                finished.outcome = "fenced";
-                return finished;
-            }
-            Err(PipelineError::Store(e)) => {
-                tracing::warn!(error = %e, "Checkpoint store failed mid-turn; retrying the turn.");
-                tokio::time::sleep(Duration::from_millis(500)).await;
-                continue;
-            }
-            Err(e) => {
-                engine_error(&mut finished, e.to_string());
-                return finished;
-            }
-        };
-        telemetry::record_outcome(&processed.outcome);
-        if processed.outcome.duplicate {
-            finished.outcome = "duplicate";
-            return finished;
-        }
-        let outputs = encode_outputs(&turn, &processed.outcome, now_ms());
-        outbox.retain(|e| {
-            e.topic == shared.topics.inbound
-                && e.partition == record.partition
-                && e.offset >= committed_mark
-        });
-        outbox.push(OutboxEntry {
-            topic: shared.topics.inbound.clone(),
-            partition: record.partition,
-            offset: record.offset,
-            turn_id: turn.turn_id.clone(),
-            outputs: outputs.iter().map(to_outbox).collect(),
-        });
-        let stored = StoredRow {
-            state: state::encode(&processed.outcome.state),
-            in_flight: None,
-            applied: Some((record.partition, record.offset)),
-            outbox: Some(serde_json::to_vec(&outbox).unwrap_or_default()),
-            epoch,
-        };
-        let ts = match write_timestamp(epoch, record.offset, 1) {
-            Ok(ts) => ts,
-            Err(e) => {
-                engine_error(&mut finished, e.to_string());
-                return finished;
-            }
-        };
-        if let Err(e) = with_store_retry("save", || {
-            Box::pin(services.store.save_row(&turn.identity, &stored, ts))
-        })
-        .await
-        {
-            engine_error(
-                &mut finished,
-                format!("checkpoint store refused the write: {e}"),
-            );
-            return finished;
-        }
-        if let Some(n) = shared.fault_abort_after_saves {
-            if shared.saves.fetch_add(1, Ordering::SeqCst) + 1 >= n {
-                tracing::error!(
-                    "Fault injection: aborting after a checkpoint save, before its commit."
-                );
-                std::process::abort();
-            }
-        }
-        finished.outputs = outputs;
-        return finished;
     }
+    finished
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::http::OpenAiCompatibleModel;
+    use crate::store::cql::ScyllaCheckpointStore;
     use crate::tool::http::HttpToolGateway;
 
-    type RealShared = Shared<OpenAiCompatibleModel, HttpToolGateway>;
+    type RealShared = Shared<OpenAiCompatibleModel, HttpToolGateway, ScyllaCheckpointStore>;
 
     /// `turnstile_ready` follows exactly what `/readyz` answers: 0 until the group is joined (or
     /// partitions held), the store answered and the producer initialised; 0 again when the store
@@ -1033,58 +782,6 @@ mod tests {
                 "store lost: not ready"
             );
         });
-    }
-
-    fn output(payload: &[u8]) -> Output {
-        Output {
-            topic: OutputTopic::Events,
-            key: "t/a/s".into(),
-            payload: payload.to_vec(),
-            output_id: "id-1".into(),
-            kind: "transaction.completed",
-        }
-    }
-
-    fn through_the_store(o: &Output) -> (Output, String) {
-        let stored = serde_json::to_string(&vec![to_outbox(o)]).unwrap();
-        let back: Vec<OutboxOutput> = serde_json::from_str(&stored).unwrap();
-        (from_outbox(&back[0]), stored)
-    }
-
-    /// A republished output must be byte for byte what was first published (EV-1: same
-    /// `output_id`, same payload), whatever the payload is.
-    #[test]
-    fn outbox_keeps_every_payload_byte_for_byte() {
-        for payload in [
-            &br#"{"type":"transaction.completed","data":{"text":"ol\u00e1 \"x\""}}"#[..],
-            br#"  {"spaced": true}  "#,
-            br#""a JSON string""#,
-            b"not json at all",
-            b"",
-        ] {
-            let (back, stored) = through_the_store(&output(payload));
-            assert_eq!(back.payload, payload, "stored as {stored}");
-            assert_eq!(back.output_id, "id-1");
-            assert_eq!(back.kind, "transaction.completed");
-            assert_eq!(back.topic, OutputTopic::Events);
-        }
-    }
-
-    #[test]
-    fn outbox_embeds_a_json_payload_without_escaping_it() {
-        let (_, stored) = through_the_store(&output(br#"{"a":1}"#));
-        assert!(stored.contains(r#""payload":{"a":1}"#), "{stored}");
-    }
-
-    /// Rows written before the payload was embedded hold it as a JSON string.
-    #[test]
-    fn outbox_reads_rows_that_stored_the_payload_as_a_string() {
-        let old = r#"[{"topic":"replies","key":"t/a/s","payload":"{\"text\":\"hi\"}","output_id":"id-9","kind":"reply"}]"#;
-        let back: Vec<OutboxOutput> = serde_json::from_str(old).unwrap();
-        let out = from_outbox(&back[0]);
-        assert_eq!(out.payload, br#"{"text":"hi"}"#);
-        assert_eq!(out.topic, OutputTopic::Replies);
-        assert_eq!(out.kind, "reply");
     }
 
     /// The size of the future a closure would build, without building it.

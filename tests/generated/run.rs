@@ -23,7 +23,9 @@ use turnstile::domain::turn::{Identity, Turn, TurnInput};
 use turnstile::model::{ModelScript, Scripted, ScriptedModel};
 use turnstile::pipeline::{process_turn, PipelineError};
 use turnstile::ports::ToolGateway;
-use turnstile::ports::{CallContext, CheckpointRecord, CheckpointStore, DecisionModel, StoreError};
+use turnstile::ports::{
+    CallContext, CheckpointRecord, CheckpointStore, DecisionModel, Fence, StoreError,
+};
 use turnstile::scenario::format::{ScenarioTurn, TurnInputSpec};
 use turnstile::scenario::runner::SCENARIO_EPOCH_MS;
 use turnstile::store::InMemoryCheckpointStore;
@@ -106,20 +108,40 @@ impl CheckpointStore for CrashingStore<'_> {
         self.inner.load(identity).await
     }
 
-    async fn save(&self, identity: &Identity, record: CheckpointRecord) -> Result<(), StoreError> {
-        let write_ahead = record.in_flight.is_some();
-        match self.crash {
-            Some(Crash::AtWriteAhead) if write_ahead => {
-                self.inner.save(identity, record).await?;
-                self.crashed.store(true, Ordering::SeqCst);
-                Err(StoreError::Unavailable(CRASH.into()))
-            }
-            Some(Crash::BeforeFinalSave) if !write_ahead => {
-                self.crashed.store(true, Ordering::SeqCst);
-                Err(StoreError::Unavailable(CRASH.into()))
-            }
-            _ => self.inner.save(identity, record).await,
+    async fn save_write_ahead(
+        &self,
+        identity: &Identity,
+        record: &CheckpointRecord,
+        fence: Fence,
+    ) -> Result<(), StoreError> {
+        self.inner.save_write_ahead(identity, record, fence).await?;
+        if let Some(Crash::AtWriteAhead) = self.crash {
+            self.crashed.store(true, Ordering::SeqCst);
+            return Err(StoreError::Unavailable(CRASH.into()));
         }
+        Ok(())
+    }
+
+    async fn save_turn(
+        &self,
+        identity: &Identity,
+        record: &CheckpointRecord,
+        fence: Fence,
+    ) -> Result<(), StoreError> {
+        if let Some(Crash::BeforeFinalSave) = self.crash {
+            self.crashed.store(true, Ordering::SeqCst);
+            return Err(StoreError::Unavailable(CRASH.into()));
+        }
+        self.inner.save_turn(identity, record, fence).await
+    }
+
+    async fn acquire_epoch(
+        &self,
+        topic: &str,
+        partition: i32,
+        owner: &str,
+    ) -> Result<i64, StoreError> {
+        self.inner.acquire_epoch(topic, partition, owner).await
     }
 }
 

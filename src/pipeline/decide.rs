@@ -1,17 +1,19 @@
-//! Drives one turn: load → step the engine, performing each request through the ports → save.
-//! Shared by the scenario runner and the Kafka worker, so both run the same flow.
+//! Decides one turn: steps the engine, performing each request through the ports, with the LC-4
+//! write-ahead before a tool executes; and the in-flight record that makes recovery exact.
 
 use serde::{Deserialize, Serialize};
 
 use crate::domain::decision::Skill;
 use crate::domain::decision::{ModelAnswer, RouterDecision};
-use crate::domain::effect::{Answer, Request, RouterRequest, TurnOutcome};
-use crate::domain::engine::{Engine, EngineError, Step};
-use crate::domain::state::{self, AgentState, DecodeStateError};
+use crate::domain::effect::{Answer, Request, RouterRequest};
+use crate::domain::engine::{Engine, Step};
+use crate::domain::state::{self, AgentState};
 use crate::domain::turn::Turn;
 use crate::ports::{
-    CallContext, CheckpointRecord, CheckpointStore, DecisionModel, StoreError, ToolGateway,
+    CallContext, CheckpointRecord, CheckpointStore, DecisionModel, Fence, ToolGateway,
 };
+
+use super::{PipelineError, ProcessedTurn};
 use crate::telemetry;
 use metrics::counter;
 
@@ -47,84 +49,9 @@ fn encode_in_flight(turn_id: &str, base: &AgentState, answers: &[Answer]) -> Vec
     serde_json::to_vec(&borrowed).unwrap_or_default()
 }
 
-/// Why a turn could not be processed.
-#[derive(Debug, thiserror::Error)]
-pub enum PipelineError {
-    /// ST-4: the stored checkpoint cannot be decoded; it is reported, never replaced.
-    #[error("stored checkpoint cannot be decoded: {0}")]
-    Checkpoint(#[from] DecodeStateError),
-    #[error("stored in-flight turn cannot be decoded: {0}")]
-    InFlight(String),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(transparent)]
-    Engine(#[from] EngineError),
-}
-
-/// What processing a turn did.
-#[derive(Debug, Clone)]
-pub struct ProcessedTurn {
-    pub outcome: TurnOutcome,
-    /// Model components actually called for this turn (replayed answers excluded).
-    pub model_calls: Vec<Skill>,
-    /// True when the turn resumed from a write-ahead record (crash recovery).
-    pub recovered: bool,
-}
-
-/// Loads the conversation's checkpoint and decodes it (ST-4).
-pub async fn load_state<S: CheckpointStore>(
-    store: &S,
-    turn: &Turn,
-) -> Result<(AgentState, Option<InFlightTurn>), PipelineError> {
-    match store.load(&turn.identity).await? {
-        None => Ok((AgentState::default(), None)),
-        Some(record) => decode_record(&record.state, record.in_flight.as_deref()),
-    }
-}
-
-/// Decodes stored checkpoint bytes: the state (migrated, ST-4) and any in-flight turn.
-pub fn decode_record(
-    state_bytes: &[u8],
-    in_flight: Option<&[u8]>,
-) -> Result<(AgentState, Option<InFlightTurn>), PipelineError> {
-    let state = state::decode(state_bytes)?;
-    let in_flight = match in_flight {
-        Some(bytes) => Some(
-            serde_json::from_slice::<InFlightTurn>(bytes)
-                .map_err(|e| PipelineError::InFlight(e.to_string()))?,
-        ),
-        None => None,
-    };
-    Ok((state, in_flight))
-}
-
-/// Processes one turn end to end against the store, the model and the tools: load, decide, save.
-pub async fn process_turn<S, M, T>(
-    engine: &Engine<'_>,
-    store: &S,
-    model: &M,
-    tools: &T,
-    turn: &Turn,
-) -> Result<ProcessedTurn, PipelineError>
-where
-    S: CheckpointStore,
-    M: DecisionModel,
-    T: ToolGateway,
-{
-    let (state, in_flight) = load_state(store, turn).await?;
-    let processed = decide_turn(engine, store, model, tools, turn, state, in_flight).await?;
-    if !processed.outcome.duplicate {
-        let record = CheckpointRecord {
-            state: state::encode(&processed.outcome.state),
-            in_flight: None,
-        };
-        store.save(&turn.identity, record).await?;
-    }
-    Ok(processed)
-}
-
 /// Steps the engine to the end of the turn, performing each request; the LC-4 write-ahead goes
-/// to `store`. The caller saves the final state (the worker does it with its outbox).
+/// to `store` under `fence`. The caller saves the final state with its outbox.
+#[allow(clippy::too_many_arguments)]
 pub async fn decide_turn<S, M, T>(
     engine: &Engine<'_>,
     store: &S,
@@ -133,6 +60,7 @@ pub async fn decide_turn<S, M, T>(
     turn: &Turn,
     state: AgentState,
     in_flight: Option<InFlightTurn>,
+    fence: Fence,
 ) -> Result<ProcessedTurn, PipelineError>
 where
     S: CheckpointStore,
@@ -202,7 +130,10 @@ where
         if let Some(skill) = request.skill() {
             model_calls.push(skill);
         }
-        let answer = perform(request, &base, turn, &answers, store, model, tools, ctx).await?;
+        let answer = perform(
+            request, &base, turn, &answers, store, model, tools, ctx, fence,
+        )
+        .await?;
         answers.push(answer);
     }
 }
@@ -217,6 +148,7 @@ async fn perform<S, M, T>(
     model: &M,
     tools: &T,
     ctx: CallContext<'_>,
+    fence: Fence,
 ) -> Result<Answer, PipelineError>
 where
     S: CheckpointStore,
@@ -233,9 +165,11 @@ where
             let record = CheckpointRecord {
                 state: state::encode(&executing),
                 in_flight: Some(encode_in_flight(&turn.turn_id, base, answers)),
+                epoch: fence.epoch,
+                ..CheckpointRecord::default()
             };
             // Boxed: the store's future is large and this await is rare (one per execution).
-            Box::pin(store.save(&turn.identity, record)).await?;
+            Box::pin(store.save_write_ahead(&turn.identity, &record, fence)).await?;
             Answer::Persisted
         }
     })
@@ -269,7 +203,8 @@ mod tests {
         };
         let bytes = encode_in_flight("t-1", &base, &answers);
         assert_eq!(bytes, serde_json::to_vec(&owned).unwrap());
-        let (_, decoded) = decode_record(&state::encode(&base), Some(&bytes)).unwrap();
+        let (_, decoded) =
+            super::super::decode_record(&state::encode(&base), Some(&bytes)).unwrap();
         assert_eq!(decoded, Some(owned));
     }
 }
