@@ -15,8 +15,10 @@
 //! | [`committer`] | the transactional producer thread: outputs + offsets, committed marks |
 //! | [`consumer`] | the consumer thread: polling, rebalance callbacks, pause/resume |
 //! | [`dispatch`], [`offsets`] | per-key queues; contiguous committable offsets |
-//! | `kafka_clients` | librdkafka settings | [`config`] | `TURNSTILE_*` settings |
-//! | [`listener`] | `/metrics`, `/healthz`, `/readyz` | [`topics`] | topic creation |
+//! | `kafka_clients` | librdkafka settings of the consumer and the producer |
+//! | [`config`] | the `TURNSTILE_*` settings |
+//! | [`listener`] | `/metrics`, `/healthz`, `/readyz` |
+//! | [`topics`] | topic creation (`TURNSTILE_CREATE_TOPICS`) |
 
 pub mod committer;
 pub mod config;
