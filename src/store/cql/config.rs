@@ -1,0 +1,142 @@
+//! `CqlConfig`: contact points, keyspace, consistency, timeouts, retention, credentials; and
+//! their validation (unsafe keyspace or replication strings are refused before any CQL runs).
+
+use super::*;
+
+/// Cassandra's largest TTL is 20 years; retention beyond that would be refused at migrate time.
+pub(super) const MAX_RETENTION_DAYS: u32 = 20 * 365;
+/// Connection and schema settings for the CQL store.
+#[derive(Debug, Clone)]
+pub struct CqlConfig {
+    /// `host:port` of one or more nodes; the driver discovers the rest of the cluster.
+    pub contact_points: Vec<String>,
+    pub keyspace: String,
+    /// Datacenter whose replicas are preferred (and the only ones used: no DC failover, so
+    /// LOCAL_QUORUM means what it says). `None` on a single-DC cluster.
+    pub local_dc: Option<String>,
+    /// Client-side timeout of one request attempt.
+    pub request_timeout_ms: u64,
+    /// Row retention (table `default_time_to_live`), applied at migrate time.
+    pub retention_days: u32,
+    /// CQL replication map for `CREATE KEYSPACE`, applied at migrate time.
+    pub replication: String,
+    /// Names of the environment variables holding credentials, so secrets never sit in config.
+    pub username_env: Option<String>,
+    pub password_env: Option<String>,
+    pub read_consistency: Consistency,
+    pub write_consistency: Consistency,
+}
+
+impl Default for CqlConfig {
+    fn default() -> Self {
+        CqlConfig {
+            contact_points: vec![DEFAULT_CONTACT.to_owned()],
+            keyspace: DEFAULT_KEYSPACE.to_owned(),
+            local_dc: None,
+            request_timeout_ms: DEFAULT_REQUEST_TIMEOUT_MS,
+            retention_days: DEFAULT_RETENTION_DAYS,
+            replication: DEFAULT_REPLICATION.to_owned(),
+            username_env: None,
+            password_env: None,
+            read_consistency: Consistency::LocalQuorum,
+            write_consistency: Consistency::LocalQuorum,
+        }
+    }
+}
+
+/// Variables of the store's credentials (password authentication), read by `run`, `migrate` and
+/// `inspect`: the values stay in the environment (a Kubernetes Secret), never in arguments.
+pub const USERNAME_VAR: &str = "TURNSTILE_CQL_USERNAME";
+pub const PASSWORD_VAR: &str = "TURNSTILE_CQL_PASSWORD";
+
+impl CqlConfig {
+    /// Password authentication when `TURNSTILE_CQL_USERNAME` is set (with
+    /// `TURNSTILE_CQL_PASSWORD`); `env` is the process environment in production.
+    pub fn with_credentials_from(mut self, env: impl Fn(&str) -> Option<String>) -> Self {
+        if env(USERNAME_VAR).is_some_and(|u| !u.is_empty()) {
+            self.username_env = Some(USERNAME_VAR.to_owned());
+            self.password_env = Some(PASSWORD_VAR.to_owned());
+        }
+        self
+    }
+
+    /// Checks what ends up spliced into CQL text (keyspace, replication), since identifiers and
+    /// DDL options cannot be bound as values.
+    pub fn validate(&self) -> Result<(), StoreError> {
+        let ks = &self.keyspace;
+        if ks.is_empty()
+            || ks.len() > 48
+            || !ks.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            return Err(StoreError::Rejected(format!(
+                "keyspace {ks:?} must be 1-48 characters of [A-Za-z0-9_]"
+            )));
+        }
+        let r = self.replication.trim();
+        if !(r.starts_with('{') && r.ends_with('}')) || r.contains(';') || r.contains("--") {
+            return Err(StoreError::Rejected(format!(
+                "replication {r:?} must be one CQL map literal, e.g. {DEFAULT_REPLICATION}"
+            )));
+        }
+        if !(1..=MAX_RETENTION_DAYS).contains(&self.retention_days) {
+            return Err(StoreError::Rejected(format!(
+                "retention_days {} must be 1..={MAX_RETENTION_DAYS} (and far above SESSION_TTL)",
+                self.retention_days
+            )));
+        }
+        if self.contact_points.is_empty() {
+            return Err(StoreError::Rejected("no contact points".into()));
+        }
+        if self.request_timeout_ms == 0 {
+            return Err(StoreError::Rejected(
+                "request_timeout_ms must be > 0".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    pub(super) fn request_timeout(&self) -> Duration {
+        Duration::from_millis(self.request_timeout_ms)
+    }
+
+    pub(super) fn retention_seconds(&self) -> u64 {
+        u64::from(self.retention_days) * 86_400
+    }
+}
+
+pub(super) fn env_credential(name: &str) -> Result<String, StoreError> {
+    std::env::var(name).map_err(|_| {
+        StoreError::Rejected(format!("credential environment variable {name} is not set"))
+    })
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_come_from_the_environment_only_when_a_username_is_set() {
+        let none = CqlConfig::default().with_credentials_from(|_| None);
+        assert_eq!((none.username_env, none.password_env), (None, None));
+        let empty = CqlConfig::default().with_credentials_from(|_| Some(String::new()));
+        assert_eq!(empty.username_env, None);
+        let set = CqlConfig::default()
+            .with_credentials_from(|k| (k == USERNAME_VAR).then(|| "turnstile".to_owned()));
+        assert_eq!(set.username_env.as_deref(), Some("TURNSTILE_CQL_USERNAME"));
+        assert_eq!(set.password_env.as_deref(), Some("TURNSTILE_CQL_PASSWORD"));
+    }
+
+    #[test]
+    fn rejects_unsafe_keyspace_and_replication() {
+        let bad_ks = CqlConfig {
+            keyspace: "t; DROP KEYSPACE x".into(),
+            ..CqlConfig::default()
+        };
+        assert!(bad_ks.validate().is_err());
+        let bad_repl = CqlConfig {
+            replication: "{'class':'SimpleStrategy'}; DROP TABLE x".into(),
+            ..CqlConfig::default()
+        };
+        assert!(bad_repl.validate().is_err());
+        assert!(CqlConfig::default().validate().is_ok());
+    }
+}
