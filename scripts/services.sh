@@ -8,7 +8,7 @@
 #                                                stop all (or the ones named; SIGTERM, then SIGKILL);
 #                                                --purge (all services only) also deletes run data
 #   scripts/services.sh status [SERVICE...]      running/ready per service; exit 1 if any is not ready
-#   scripts/services.sh restart [--kill] SERVICE
+#   scripts/services.sh restart [--kill] [--down-secs N] SERVICE   (N: stay down N seconds first)
 #                                                stop one service (--kill: SIGKILL, no graceful shutdown),
 #                                                start it again and wait until ready (fault injection)
 #   scripts/services.sh env                      print the export lines for the tests
@@ -600,15 +600,24 @@ cmd_down() {
 }
 
 cmd_restart() {
-  local sig=TERM
-  if [[ "${1:-}" == "--kill" ]]; then sig=KILL; shift; fi
-  [[ $# -eq 1 ]] || die "usage: services.sh restart [--kill] kafka|cassandra|embeddings"
+  local sig=TERM down_secs=0
+  while [[ "${1:-}" == --* ]]; do
+    case "$1" in
+      --kill) sig=KILL; shift ;;
+      --down-secs) [[ "${2:-}" =~ ^[0-9]+$ ]] || die "--down-secs needs a whole number of seconds"
+                   down_secs="$2"; shift 2 ;;
+      *) die "unknown option $1 (usage: services.sh restart [--kill] [--down-secs N] SERVICE)" ;;
+    esac
+  done
+  [[ $# -eq 1 ]] || die "usage: services.sh restart [--kill] [--down-secs N] kafka|cassandra|embeddings"
   check_service_name "$1"
   local svc="$1"
   preflight "$svc"
   lock
   [[ "$svc" != kafka ]] || ensure_kcat
   stop_services "$sig" "$svc"
+  # An outage of a chosen length (the chaos harness's long broker and store outages).
+  if (( down_secs > 0 )); then sleep "$down_secs"; fi
   start_if_needed "$svc"
   wait_ready "$svc"
   write_env
