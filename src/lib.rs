@@ -31,10 +31,10 @@
 //! | [`store`] | checkpoint stores: `ScyllaCheckpointStore` (CQL), `InMemoryCheckpointStore` (same write semantics), [`store::fencing`] (the IO-4 write timestamp), [`store::retrying`] (`RetryingStore`, the one retry layer) |
 //! | [`pipeline`] | one record through the flow, for the worker and the scenario runner alike: `handle_record` (decode, fencing, republish, dead letters), `apply_turn`, [`pipeline::decide`] (the engine loop, write-ahead), [`pipeline::outbox`] |
 //! | [`message`] | wire formats: inbound turn decoding (IO-3), replies, CloudEvents, dead-letter records |
-//! | [`testkit`] | real loopback HTTP servers speaking the model and tool protocols, scripted, with faults |
+//! | `testkit` (feature `harness`) | real loopback HTTP servers speaking the model and tool protocols, scripted, with faults |
 //! | [`cli`] | subcommands of the binary (`classify`, `eval`, …) |
 //! | [`eval`] | offline evaluations on real utterances (`turnstile eval`): CLINC150's format and benchmark ([`eval::intent_benchmark`]), first-turn decisions, the PR-6 recogniser report |
-//! | [`chaos`] | the fault harness behind `turnstile chaos` (SIGKILL, rebalance, outages, hostile input) |
+//! | `chaos` (feature `harness`) | the fault harness behind `turnstile chaos` (SIGKILL, rebalance, outages, hostile input) |
 //! | [`worker`] | the Kafka worker: consumer thread, key-ordered dispatch, offsets, transactional committer |
 //! | [`telemetry`] | the metric catalogue (names, labels, buckets) and JSON logging |
 //! | [`clock`] | the wall clock, read only at the edges |
@@ -44,6 +44,7 @@
 
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "harness")]
 pub mod chaos;
 pub mod cli;
 pub mod clock;
@@ -57,6 +58,7 @@ pub mod ports;
 pub mod scenario;
 pub mod store;
 pub mod telemetry;
+#[cfg(feature = "harness")]
 pub mod testkit;
 pub mod tool;
 pub mod worker;

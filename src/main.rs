@@ -35,6 +35,12 @@ enum Command {
         paths: Vec<PathBuf>,
         /// Play them through the real worker (Kafka, the CQL store, model and tools over HTTP);
         /// needs the broker and the store running (`bash scripts/services.sh up`).
+        #[cfg(feature = "harness")]
+        #[arg(long)]
+        e2e: bool,
+        /// Through the real worker: not in this build (the end-to-end runner is test harness,
+        /// only in builds with `cargo build --features harness`); exits 64 saying so.
+        #[cfg(not(feature = "harness"))]
         #[arg(long)]
         e2e: bool,
     },
@@ -57,6 +63,8 @@ enum Command {
     /// Fault harness: break real workers on purpose (SIGKILL, rebalances, broker and store
     /// restarts, model and tool faults, hostile input), then prove no turn was lost or duplicated
     /// (exit 0 pass, 1 a check failed or the run did no real work, 64 setup failed).
+    /// Only in builds with `--features harness`.
+    #[cfg(feature = "harness")]
     Chaos(turnstile::cli::chaos::Args),
     /// Evaluate decisions on real utterances (exit 0 when it ran, 64 when it could not).
     #[command(subcommand)]
@@ -66,11 +74,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Scenarios { paths, e2e } => match if e2e {
-            turnstile::scenario::e2e::run_paths(&paths)
-        } else {
-            turnstile::scenario::run_paths(&paths)
-        } {
+        Command::Scenarios { paths, e2e } => match run_scenarios(&paths, e2e) {
             Ok(report) => {
                 print!("{}", report.render());
                 if report.failed() == 0 {
@@ -121,9 +125,38 @@ fn main() -> ExitCode {
         Command::Migrate(args) => block_on_exit(turnstile::cli::migrate::run(args)),
         Command::Inspect(args) => block_on_exit(turnstile::cli::inspect::run(args)),
         Command::Classify(args) => block_on_exit(turnstile::cli::classify::run(args)),
+        #[cfg(feature = "harness")]
         Command::Chaos(args) => ExitCode::from(turnstile::cli::chaos::run(args)),
         Command::Eval(command) => ExitCode::from(turnstile::cli::eval::run(command)),
     }
+}
+
+/// `turnstile scenarios`: in process, or (`--e2e`, feature `harness`) through the real worker.
+#[cfg(feature = "harness")]
+fn run_scenarios(paths: &[PathBuf], e2e: bool) -> Result<turnstile::scenario::RunReport, String> {
+    if e2e {
+        turnstile::scenario::e2e::run_paths(paths)
+    } else {
+        turnstile::scenario::run_paths(paths)
+    }
+}
+
+/// What `scenarios --e2e` says in a build without the harness (exit 64).
+#[cfg(not(feature = "harness"))]
+const E2E_NOT_BUILT: &str = "--e2e is not in this build: the end-to-end runner is part of the \
+     test harness, which release builds leave out. Rebuild with the feature \
+     (`cargo build --features harness --bin turnstile`), or drop --e2e to run the scenarios \
+     in process.";
+
+/// `turnstile scenarios` in a build without the test harness: in process only. `--e2e` is kept
+/// as a flag so that an operator who asks for it is told what is missing and how to get it,
+/// rather than clap's bare "unexpected argument".
+#[cfg(not(feature = "harness"))]
+fn run_scenarios(paths: &[PathBuf], e2e: bool) -> Result<turnstile::scenario::RunReport, String> {
+    if e2e {
+        return Err(E2E_NOT_BUILT.to_owned());
+    }
+    turnstile::scenario::run_paths(paths)
 }
 
 /// Runs an async subcommand to completion: the CQL driver needs a tokio runtime, which the
@@ -137,6 +170,35 @@ fn block_on_exit(command: impl std::future::Future<Output = u8>) -> ExitCode {
         Err(e) => {
             eprintln!("turnstile: cannot start the async runtime: {e}");
             ExitCode::from(70)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    /// A release build (no `harness` feature) has no `chaos` subcommand, and `scenarios --e2e`
+    /// names the rebuild that brings it; with the feature both are there.
+    #[test]
+    fn the_harness_commands_exist_only_with_the_feature() {
+        let chaos = Cli::try_parse_from(["turnstile", "chaos", "--short"]);
+        let e2e = Cli::try_parse_from(["turnstile", "scenarios", "--e2e", "tests/scenarios"]);
+        assert!(e2e.is_ok(), "--e2e is a flag in every build");
+        #[cfg(feature = "harness")]
+        assert!(chaos.is_ok(), "chaos is a subcommand with the harness");
+        #[cfg(not(feature = "harness"))]
+        {
+            assert!(
+                chaos.is_err(),
+                "chaos is not a subcommand without the harness"
+            );
+            let err = run_scenarios(&[PathBuf::from("tests/scenarios")], true)
+                .err()
+                .expect("--e2e fails without the harness");
+            assert!(err.contains("--features harness"), "{err}");
         }
     }
 }

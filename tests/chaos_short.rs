@@ -7,6 +7,10 @@
 //! Needs Kafka at 127.0.0.1:9092 and Cassandra at 127.0.0.1:9042 (`bash scripts/services.sh up`);
 //! an unreachable service fails the test with that hint, it never skips. A few minutes.
 
+// Needs the test harness (src/testkit, the fault hook, `chaos`, `scenarios --e2e`):
+// `cargo test --features harness`; without the feature this file compiles to no tests.
+#![cfg(feature = "harness")]
+
 use std::process::Command;
 
 fn chaos(fault: &str, extra: &[&str]) {

@@ -7,6 +7,10 @@
 //! prompt or wire change, regenerate them with
 //! `UPDATE_GOLDEN=1 cargo test --test model_http golden` and review the diff.
 
+// Needs the test harness (src/testkit, the fault hook, `chaos`, `scenarios --e2e`):
+// `cargo test --features harness`; without the feature this file compiles to no tests.
+#![cfg(feature = "harness")]
+
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -3,6 +3,10 @@
 //! `settings` block (a second worker). Needs Kafka and the CQL store
 //! (`bash scripts/services.sh up`); without them this test fails, it never skips.
 
+// Needs the test harness (src/testkit, the fault hook, `chaos`, `scenarios --e2e`):
+// `cargo test --features harness`; without the feature this file compiles to no tests.
+#![cfg(feature = "harness")]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

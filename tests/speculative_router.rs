@@ -1,6 +1,10 @@
 //! ROUTER_SPECULATIVE: the router starts next to the classifier; its answer is used when the
 //! engine then asks the same question, discarded otherwise, and every such call is marked.
 
+// Needs the test harness (src/testkit, the fault hook, `chaos`, `scenarios --e2e`):
+// `cargo test --features harness`; without the feature this file compiles to no tests.
+#![cfg(feature = "harness")]
+
 use std::path::Path;
 use std::sync::Arc;
 

@@ -1,6 +1,10 @@
 //! The HTTP tool gateway against a real loopback tool server: retries, idempotency keys, evidence,
 //! fail-closed pre-validation, and the engine's terminal states driven through real HTTP.
 
+// Needs the test harness (src/testkit, the fault hook, `chaos`, `scenarios --e2e`):
+// `cargo test --features harness`; without the feature this file compiles to no tests.
+#![cfg(feature = "harness")]
+
 use std::collections::BTreeMap;
 use std::net::TcpListener as StdTcpListener;
 use std::path::Path;

@@ -16,6 +16,10 @@
 //! process: the crash test (the fault hook aborts the process) and the metrics test (the metrics
 //! recorder is process-global, so only a child can own one).
 
+// Needs the test harness (src/testkit, the fault hook, `chaos`, `scenarios --e2e`):
+// `cargo test --features harness`; without the feature this file compiles to no tests.
+#![cfg(feature = "harness")]
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::path::PathBuf;

@@ -1,5 +1,12 @@
 //! Fault harness: fault scenarios against real workers ([`faults`]) and an independent checker ([`checker`]) that proves no turn was lost or duplicated; `turnstile chaos`.
 
+// Test harness, never in a release build: declared behind `#[cfg(feature = "harness")]`.
+// Ungating it fails `cargo check --lib --bins` (no features; scripts/test.sh) here.
+#[cfg(not(feature = "harness"))]
+compile_error!(
+    "src/chaos is test harness: keep its `mod` line behind #[cfg(feature = \"harness\")]"
+);
+
 pub mod checker;
 pub mod faults;
 

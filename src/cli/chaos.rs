@@ -3,6 +3,13 @@
 //! checker passed and the run did real work, 1 when one failed, 64 when the services or the
 //! setup are unavailable.
 
+// Test harness, never in a release build: declared behind `#[cfg(feature = "harness")]`.
+// Ungating it fails `cargo check --lib --bins` (no features; scripts/test.sh) here.
+#[cfg(not(feature = "harness"))]
+compile_error!(
+    "src/cli/chaos.rs is test harness: keep its `mod` line behind #[cfg(feature = \"harness\")]"
+);
+
 use std::time::Instant;
 
 use crate::chaos::faults::{render_table, run_fault, Fault, Plan};

@@ -1,5 +1,6 @@
 //! Subcommands of the `turnstile` binary that are more than a line of wiring.
 
+#[cfg(feature = "harness")]
 pub mod chaos;
 pub mod classify;
 pub mod eval;

@@ -12,6 +12,13 @@
 //! from Kafka, its state from the store, its model and tool calls from the servers, and the same
 //! checker as the in-process runner ([`check_turn`]) judges them.
 
+// Test harness, never in a release build: declared behind `#[cfg(feature = "harness")]`.
+// Ungating it fails `cargo check --lib --bins` (no features; scripts/test.sh) here.
+#[cfg(not(feature = "harness"))]
+compile_error!(
+    "src/scenario/e2e.rs is test harness: keep its `mod` line behind #[cfg(feature = \"harness\")]"
+);
+
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Read;

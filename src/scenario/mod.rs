@@ -1,6 +1,8 @@
 //! The conversation-scenario format (`../shared/spec/scenarios.md`), its in-process runner and
-//! its end-to-end runner (`--e2e`: through the real worker, Kafka and the CQL store).
+//! (feature `harness` only) its end-to-end runner (`--e2e`: through the real worker, Kafka and
+//! the CQL store, built on `testkit`).
 
+#[cfg(feature = "harness")]
 pub mod e2e;
 pub mod format;
 pub mod matcher;

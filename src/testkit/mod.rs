@@ -2,6 +2,13 @@
 //! tool protocols (scripted answers and faults; loopback only), Kafka and CQL helpers, and the
 //! worker as a child process.
 
+// Test harness, never in a release build: declared behind `#[cfg(feature = "harness")]`.
+// Ungating it fails `cargo check --lib --bins` (no features; scripts/test.sh) here.
+#[cfg(not(feature = "harness"))]
+compile_error!(
+    "src/testkit is test harness: keep its `mod` line behind #[cfg(feature = \"harness\")]"
+);
+
 pub mod bus;
 pub mod cql;
 pub mod model_server;
