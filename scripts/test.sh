@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh machine too: starts Kafka + Cassandra (scripts/services.sh)
-# when they are not running, runs every Rust test (unit, property, integration against the real
+# when they are not running, checks that the product compiles without the test harness, runs
+# every Rust test with it (`--features harness`: unit, property, integration against the real
 # services), then every conversation scenario in process and end to end through the worker, then
 # the offline deploy checks (chart, alerts, dashboard, AsyncAPI) and the supply-chain check.
 # Stops the services at the end only if it started them.
@@ -24,9 +25,15 @@ else
   echo "note: $examples not found; running the project's own scenarios only" >&2
 fi
 
-# One debug build serves the tests and the scenario runs (a release build would double CI time).
-RUST_TEST_THREADS=2 cargo test --locked --all-targets
-cargo build --locked --bin turnstile
+# The product builds without the test harness (feature `harness`: src/testkit, src/chaos,
+# `scenarios --e2e`, the fault hook): this check fails to compile if product code names a gated
+# module, i.e. if the harness leaks back into what `cargo build --release` ships.
+echo "== product without the harness (cargo check, no features)"
+cargo check --locked --lib --bins
+# One debug build, with the harness, serves the tests and the scenario runs (a release build
+# would double CI time). The tests spawn target/debug/turnstile, so it must carry the feature.
+RUST_TEST_THREADS=2 cargo test --locked --all-targets --features harness
+cargo build --locked --features harness --bin turnstile
 echo "== scenarios, in process"
 ./target/debug/turnstile scenarios "${paths[@]}"
 echo "== scenarios, end to end (Kafka + CQL + HTTP model and tools)"
