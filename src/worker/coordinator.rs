@@ -15,6 +15,8 @@ use super::consumer::{ConsumerCommand, ConsumerEvent, FetchedRecord};
 use super::dispatch::KeyedQueue;
 use super::offsets::PartitionOffsets;
 use super::turn::process_record;
+#[cfg(feature = "harness")]
+use super::fault;
 use super::{Health, WorkerConfig};
 use crate::domain::catalog::{Catalog, Settings};
 use crate::message::{DecodeLimits, Output, Topics};

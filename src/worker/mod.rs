@@ -271,11 +271,6 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::http::OpenAiCompatibleModel;
-    use crate::store::cql::ScyllaCheckpointStore;
-    use crate::tool::http::HttpToolGateway;
-
-    type RealShared = Shared<OpenAiCompatibleModel, HttpToolGateway, ScyllaCheckpointStore>;
 
     /// `turnstile_ready` follows exactly what `/readyz` answers: 0 until the group is joined (or
     /// partitions held), the store answered and the producer initialised; 0 again when the store
