@@ -196,8 +196,7 @@ mod tests {
                 "chaos is not a subcommand without the harness"
             );
             let err = run_scenarios(&[PathBuf::from("tests/scenarios")], true)
-                .err()
-                .expect("--e2e fails without the harness");
+                .expect_err("--e2e fails without the harness");
             assert!(err.contains("--features harness"), "{err}");
         }
     }
