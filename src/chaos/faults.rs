@@ -101,6 +101,8 @@ pub struct Plan {
     pub hostile: usize,
     /// Workers at the peak of the rebalance scenario (1 → peak → 1).
     pub peak_workers: usize,
+    /// How long the broker or store stays down in the restart faults (0: a plain restart).
+    pub outage_secs: u64,
     pub seed: u64,
 }
 
@@ -117,6 +119,8 @@ pub struct FaultReport {
     pub model_requests: usize,
     pub kills: usize,
     pub restarts: usize,
+    /// Restart faults: from the service answering again to the first turn answered after it.
+    pub resumed_after: Option<Duration>,
     pub wall: Duration,
     pub check: CheckReport,
     pub min_replies: usize,
@@ -137,8 +141,23 @@ impl FaultReport {
             Fault::Hostile => format!("{} hostile records", self.produced_hostile),
             Fault::Sigkill => format!("{} kills", self.kills),
             Fault::Rebalance => "1 → peak → 1".into(),
-            Fault::KafkaRestart => "broker restart".into(),
-            Fault::CassandraRestart => "store restart".into(),
+            Fault::KafkaRestart | Fault::CassandraRestart => {
+                let what = if self.fault == Fault::KafkaRestart {
+                    "broker"
+                } else {
+                    "store"
+                };
+                let resumed = self
+                    .resumed_after
+                    .map(|t| {
+                        format!(
+                            ", next turn answered {:.1} s after it was back",
+                            t.as_secs_f64()
+                        )
+                    })
+                    .unwrap_or_default();
+                format!("{what} restart{resumed}")
+            }
         }
     }
 
@@ -173,8 +192,10 @@ pub fn run_fault(fault: Fault, plan: &Plan) -> Result<FaultReport, String> {
         Fault::Sigkill => Duration::from_millis(2_500 * plan.cycles as u64),
         Fault::Rebalance => Duration::from_secs(45),
         Fault::Tool503 => Duration::from_secs(60),
-        _ => Duration::from_secs(30),
+        // Production goes on through the whole outage and 30 s past it: an outage under load.
+        _ => Duration::from_secs(30 + plan.outage_secs),
     };
+    let mut resumed_after = None;
     h.start_producing(planned);
     match fault {
         Fault::Sigkill => {
@@ -221,9 +242,16 @@ pub fn run_fault(fault: Fault, plan: &Plan) -> Result<FaultReport, String> {
             } else {
                 "cassandra"
             };
-            eprintln!("  restarting {which}");
+            eprintln!("  restarting {which} (down {} s)", plan.outage_secs);
+            let down = plan.outage_secs.to_string();
             let status = Command::new("bash")
-                .args(["scripts/services.sh", "restart", which])
+                .args([
+                    "scripts/services.sh",
+                    "restart",
+                    "--down-secs",
+                    &down,
+                    which,
+                ])
                 .stdout(Stdio::null())
                 .status()
                 .map_err(|e| format!("scripts/services.sh restart {which}: {e}"))?;
@@ -231,6 +259,13 @@ pub fn run_fault(fault: Fault, plan: &Plan) -> Result<FaultReport, String> {
                 return Err(format!("scripts/services.sh restart {which}: {status}"));
             }
             restarts += 1;
+            resumed_after = h.time_to_next_answer(Duration::from_secs(300));
+            if let Some(t) = resumed_after {
+                eprintln!(
+                    "  {which} back; the next turn was answered {:.1} s later",
+                    t.as_secs_f64()
+                );
+            }
         }
         Fault::Tool503 => {
             // Bursts of two 503s, fewer than the gateway's three attempts. A new burst on a tool
@@ -274,7 +309,8 @@ pub fn run_fault(fault: Fault, plan: &Plan) -> Result<FaultReport, String> {
         h.spawn(0, None)?;
     }
     h.wait_until_answered();
-    let report = h.finish(fault, plan, started, kills, restarts, tool_bursts);
+    let mut report = h.finish(fault, plan, started, kills, restarts, tool_bursts);
+    report.resumed_after = resumed_after;
     Ok(report)
 }
 
@@ -729,6 +765,19 @@ impl Harness {
         turns.len() + dead.len()
     }
 
+    /// How long until one more record is answered than now (`None` past `limit`).
+    fn time_to_next_answer(&mut self, limit: Duration) -> Option<Duration> {
+        let from = Instant::now();
+        let before = self.answered();
+        while from.elapsed() < limit {
+            self.reader.poll_for(Duration::from_millis(100));
+            if self.answered() > before {
+                return Some(from.elapsed());
+            }
+        }
+        None
+    }
+
     /// Waits until every produced record is answered, or nothing new arrives for a while; keeps
     /// a crashed worker 0 running (a worker that exits on its own is restarted, and counted).
     fn wait_until_answered(&mut self) {
@@ -869,6 +918,7 @@ impl Harness {
             model_requests: self.model.requests().len(),
             kills,
             restarts,
+            resumed_after: None,
             wall: started.elapsed(),
             check,
             min_replies: valid,

@@ -53,6 +53,10 @@ pub struct Args {
     /// Workers at the peak of the rebalance fault (1 → peak → 1).
     #[arg(long)]
     pub peak_workers: Option<usize>,
+    /// Seconds the broker or store stays down in kafka-restart / cassandra-restart (0: a plain
+    /// restart); production goes on through the outage.
+    #[arg(long, default_value_t = 0)]
+    pub outage_secs: u64,
     /// Seed of the workload and the fault schedule.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -66,6 +70,7 @@ pub fn run(args: Args) -> u8 {
             cycles: 50,
             hostile: 10_000,
             peak_workers: 3,
+            outage_secs: args.outage_secs,
             seed: args.seed,
         }
     } else if args.short {
@@ -75,6 +80,7 @@ pub fn run(args: Args) -> u8 {
             cycles: 5,
             hostile: 500,
             peak_workers: 2,
+            outage_secs: args.outage_secs,
             seed: args.seed,
         }
     } else {
@@ -84,6 +90,7 @@ pub fn run(args: Args) -> u8 {
             cycles: 10,
             hostile: 2_000,
             peak_workers: 3,
+            outage_secs: args.outage_secs,
             seed: args.seed,
         }
     };
