@@ -1,9 +1,12 @@
 //! PR-1 "clearly fills" (`extract_clear`) on the example domain's parameters
 //! (`config/agents.example.yaml`), and its MG-4 readings.
 
+use super::filler::{all_filler, is_filler, FILLER_LISTS};
+use super::text::{fold, phrase};
 use super::*;
+use crate::domain::locale::Locale;
 use proptest::prelude::*;
-use serde_json::json;
+use serde_json::{json, Value};
 
 /// The example domain's parameters, with the labels the engine passes (the name is added by
 /// the reader itself).

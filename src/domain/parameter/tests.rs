@@ -1,6 +1,11 @@
+use std::ops::Range;
+
+use super::id::literal_prefix;
+use super::text::overlaps;
 use super::*;
+use crate::domain::locale::Locale;
 use proptest::prelude::*;
-use serde_json::json;
+use serde_json::{json, Value};
 
 fn id(pattern: &str) -> ParameterKind {
     ParameterKind::Id {

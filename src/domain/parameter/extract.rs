@@ -1,0 +1,330 @@
+//! Extraction: the values a message fills ([`Extraction`]), read liberally or PR-1 clear only.
+
+use std::ops::Range;
+
+use serde_json::Value;
+
+use crate::domain::locale::Locale;
+
+use super::labels::Labels;
+use super::reader::{Candidate, Reader};
+use super::scan::literals;
+use super::text::{overlaps, slice, words};
+use super::{Invalid, InvalidReason, ParameterKind};
+
+/// A typed value read from a message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Extracted {
+    pub name: String,
+    pub value: Value,
+    /// Byte range of the message the value was read from.
+    pub span: Range<usize>,
+}
+
+/// A clear attempt at a parameter that is invalid.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rejected {
+    pub name: String,
+    pub invalid: Invalid,
+    /// Byte range of the message the invalid value was read from (without its label).
+    pub span: Range<usize>,
+}
+
+/// What [`extract`] read from one message.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Extraction {
+    pub values: Vec<Extracted>,
+    pub rejected: Vec<Rejected>,
+}
+
+impl Extraction {
+    /// The value read for a parameter, if any.
+    pub fn value(&self, name: &str) -> Option<&Value> {
+        self.values
+            .iter()
+            .find(|e| e.name == name)
+            .map(|e| &e.value)
+    }
+
+    /// The rejection recorded for a parameter, if any.
+    pub fn rejection(&self, name: &str) -> Option<&Invalid> {
+        self.rejected
+            .iter()
+            .find(|r| r.name == name)
+            .map(|r| &r.invalid)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty() && self.rejected.is_empty()
+    }
+}
+
+/// One parameter as the PR-1 reader sees it: `labels` are phrases that name it (its name with
+/// `_` as space, its localized labels, configured synonyms), in any case/accents.
+#[derive(Debug, Clone, Copy)]
+pub struct LabelledParameter<'a> {
+    pub name: &'a str,
+    pub kind: &'a ParameterKind,
+    pub labels: &'a [String],
+}
+
+/// Reads typed values out of free text for the given parameters (name, kind), most specific
+/// type first, each span used once. Text parameters are never extracted. `rejected` lists
+/// near-misses that clearly were an attempt at a parameter but are invalid (e.g. `PED-12` for
+/// pattern `PED-[0-9]{4,}` — a token sharing the pattern's literal prefix; a CEP-looking token
+/// like `01310-10` when a CEP is asked; an impossible date like `31/02/2026`; an integer out of
+/// range), only for parameters that got no valid value in this message.
+///
+/// This is the liberal reader: a standalone number anywhere in the message is read. For the
+/// PR-1 question "does this message clearly fill a pending parameter?" use [`extract_clear`].
+///
+/// Several parameters of the same kind take matches in message order, in the order given.
+/// `values` and `rejected` follow the order of `params`.
+pub fn extract(params: &[(&str, &ParameterKind)], text: &str, locale: Locale) -> Extraction {
+    let labelled: Vec<LabelledParameter<'_>> = params
+        .iter()
+        .map(|&(name, kind)| LabelledParameter {
+            name,
+            kind,
+            labels: &[],
+        })
+        .collect();
+    read(&labelled, text, locale, Mode::Liberal)
+}
+
+/// [`extract`] with labels: a value introduced by its parameter's label is preferred to an
+/// earlier unlabelled one (`I called 3 times, the number is 45` reads the house number 45).
+/// Every value [`extract_clear`] gives for the same input is also given here.
+pub fn extract_labelled(
+    params: &[LabelledParameter<'_>],
+    text: &str,
+    locale: Locale,
+) -> Extraction {
+    read(params, text, locale, Mode::Liberal)
+}
+
+/// PR-1: only values that *clearly fill* a parameter, and only clear invalid attempts.
+///
+/// A value of a distinctive form (an id matching its pattern, a CEP written `NNNNN-NNN` or
+/// `NN.NNN-NNN`, money with a currency marker) fills anywhere in the message. A value of a plain
+/// form (a bare integer or number, money without a marker, a date, a CEP without dash, an enum
+/// value) fills only when introduced by one of its parameter's labels with only filler words
+/// between (`the number is 45`), or when the message is made of such values and filler words
+/// once the clear spans above (with their labels) are removed (`45`, `it's 45`,
+/// `01310-100, 45`). Near-misses are reported under the same conditions as a plain value. See the
+/// module documentation for the filler words and the label rule.
+pub fn extract_clear(params: &[LabelledParameter<'_>], text: &str, locale: Locale) -> Extraction {
+    read(params, text, locale, Mode::Clear)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Every reading counts ([`extract`]).
+    Liberal,
+    /// Only clear fills and clear attempts count ([`extract_clear`], PR-1).
+    Clear,
+}
+
+/// Why a chosen reading is clear.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Clarity {
+    /// A distinctive form: clear anywhere.
+    Distinctive,
+    /// Introduced by the parameter's label, which starts at this byte.
+    Labelled(usize),
+    /// Neither: clear only when the rest of the message is filler.
+    Bare,
+}
+
+/// A reading chosen for one parameter.
+struct Pick {
+    param: usize,
+    span: Range<usize>,
+    value: Result<Value, InvalidReason>,
+    clarity: Clarity,
+    /// Where the label introducing it starts, if one does (for removing it from the rest).
+    label_start: Option<usize>,
+}
+
+impl Pick {
+    /// The value and the label introducing it.
+    fn whole_span(&self) -> Range<usize> {
+        self.label_start.unwrap_or(self.span.start)..self.span.end
+    }
+}
+
+/// Whether a valid reading has a distinctive form (PR-1): a pattern id, a dashed CEP, money with
+/// a currency marker (its span then starts or ends with the marker, not a digit).
+fn distinctive(kind: &ParameterKind, text: &str, candidate: &Candidate) -> bool {
+    if candidate.value.is_err() {
+        return false;
+    }
+    let raw = text.get(candidate.span.clone()).unwrap_or("");
+    match kind {
+        ParameterKind::Id { .. } => true,
+        ParameterKind::Cep => raw.contains('-'),
+        ParameterKind::Money => {
+            !raw.starts_with(|c: char| c.is_ascii_digit())
+                || !raw.ends_with(|c: char| c.is_ascii_digit())
+        }
+        _ => false,
+    }
+}
+
+fn read(params: &[LabelledParameter<'_>], text: &str, locale: Locale, mode: Mode) -> Extraction {
+    let (literals, grouped) = literals(text);
+    let reader = Reader {
+        text,
+        locale,
+        literals,
+        grouped,
+        bare_money: !params.iter().any(|p| {
+            matches!(
+                p.kind,
+                ParameterKind::Integer { .. } | ParameterKind::Number
+            )
+        }),
+        words: words(text),
+    };
+    let labels = Labels::new(params);
+    let mut order: Vec<(u8, usize)> = params
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| p.kind.specificity().map(|rank| (rank, i)))
+        .collect();
+    order.sort_unstable();
+    let candidates: Vec<Vec<Candidate>> =
+        params.iter().map(|p| reader.candidates(p.kind)).collect();
+    // The label introducing a candidate of parameter `i`, unless another parameter reading the
+    // same span is named at least as well by the same words.
+    let label_of = |i: usize, c: &Candidate| -> Option<usize> {
+        let run = reader.label_run(c.span.start, labels.longest + 1)?;
+        let (start, score) = labels.hit(i, &run, &reader.words)?;
+        let contested = candidates.iter().enumerate().any(|(j, other)| {
+            j != i
+                && other.iter().any(|o| o.span == c.span)
+                && labels
+                    .hit(j, &run, &reader.words)
+                    .is_some_and(|(_, s)| s >= score)
+        });
+        (!contested).then_some(start)
+    };
+
+    let mut taken: Vec<Range<usize>> = Vec::new();
+    let mut picks: Vec<Pick> = Vec::new();
+    let mut filled = vec![false; params.len()];
+    // Valid readings: distinctive forms first, then labelled ones, then any.
+    for pass in [Clarity::Distinctive, Clarity::Labelled(0), Clarity::Bare] {
+        for &(_, i) in &order {
+            if filled.get(i).copied().unwrap_or(true) {
+                continue;
+            }
+            let (Some(p), Some(cands)) = (params.get(i), candidates.get(i)) else {
+                continue;
+            };
+            let hit = cands.iter().find_map(|c| {
+                if c.value.is_err() || overlaps(&taken, &c.span) {
+                    return None;
+                }
+                if pass == Clarity::Distinctive && !distinctive(p.kind, text, c) {
+                    return None;
+                }
+                if c.label_only && !matches!(pass, Clarity::Labelled(_)) {
+                    return None;
+                }
+                let label = label_of(i, c);
+                let clarity = match pass {
+                    Clarity::Labelled(_) => Clarity::Labelled(label?),
+                    other => other,
+                };
+                Some(Pick {
+                    param: i,
+                    span: c.span.clone(),
+                    value: c.value.clone(),
+                    clarity,
+                    label_start: label,
+                })
+            });
+            if let Some(pick) = hit {
+                taken.push(pick.span.clone());
+                picks.push(pick);
+                if let Some(f) = filled.get_mut(i) {
+                    *f = true;
+                }
+            }
+        }
+    }
+    // Near-misses, for parameters without a value: a labelled one first.
+    let mut misses: Vec<Pick> = Vec::new();
+    for &(_, i) in &order {
+        if filled.get(i).copied().unwrap_or(true) {
+            continue;
+        }
+        let Some(cands) = candidates.get(i) else {
+            continue;
+        };
+        let open: Vec<&Candidate> = cands
+            .iter()
+            .filter(|c| c.value.is_err() && !overlaps(&taken, &c.span))
+            .collect();
+        let labelled = open
+            .iter()
+            .find_map(|c| label_of(i, c).map(|start| (*c, Some(start))));
+        let miss = labelled.or_else(|| open.first().map(|c| (*c, None)));
+        if let Some((c, label_start)) = miss {
+            taken.push(c.span.clone());
+            misses.push(Pick {
+                param: i,
+                span: c.span.clone(),
+                value: c.value.clone(),
+                clarity: label_start.map_or(Clarity::Bare, Clarity::Labelled),
+                label_start,
+            });
+        }
+    }
+
+    if mode == Mode::Clear {
+        // PR-1 (a): unlabelled plain readings count only when everything else is filler.
+        let removed: Vec<Range<usize>> =
+            picks.iter().chain(&misses).map(Pick::whole_span).collect();
+        if !reader.only_filler_outside(&removed) {
+            picks.retain(|p| p.clarity != Clarity::Bare);
+            misses.retain(|p| p.clarity != Clarity::Bare);
+        }
+    }
+
+    picks.sort_by_key(|p| p.param);
+    misses.sort_by_key(|p| p.param);
+    let name = |i: usize| {
+        params
+            .get(i)
+            .map_or_else(String::new, |p| p.name.to_string())
+    };
+    Extraction {
+        values: picks
+            .into_iter()
+            .filter_map(|p| match p.value {
+                Ok(value) => Some(Extracted {
+                    name: name(p.param),
+                    value,
+                    span: p.span,
+                }),
+                Err(_) => None,
+            })
+            .collect(),
+        rejected: misses
+            .into_iter()
+            .filter_map(|p| match p.value {
+                Err(reason) => Some(Rejected {
+                    name: name(p.param),
+                    invalid: Invalid {
+                        reason,
+                        raw: slice(text, &p.span),
+                    },
+                    span: p.span,
+                }),
+                Ok(_) => None,
+            })
+            .collect(),
+    }
+}

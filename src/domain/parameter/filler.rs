@@ -1,0 +1,104 @@
+//! PR-1 filler words: what may stand around a value without making the message unclear.
+
+// --- PR-1: filler words and labels ------------------------------------------------------------
+//
+// Every list holds folded words (lower case, no accents); both locales' lists apply to every
+// message, as customers mix languages.
+
+/// Articles: `the number is 45`, `o número é 45`.
+pub const FILLER_ARTICLES: &[&str] = &[
+    "a", "an", "the", "o", "os", "as", "um", "uma", "uns", "umas",
+];
+
+/// Personal, demonstrative and possessive pronouns: `it's 45`, `my zip is …`, `é esse`.
+pub const FILLER_PRONOUNS: &[&str] = &[
+    "i", "me", "my", "mine", "you", "your", "yours", "it", "its", "this", "that", "these", "those",
+    "we", "us", "our", "ours", "he", "him", "his", "she", "her", "they", "them", "their", "eu",
+    "mim", "meu", "minha", "meus", "minhas", "voce", "vc", "seu", "sua", "seus", "suas", "ele",
+    "ela", "eles", "elas", "nos", "nosso", "nossa", "nossos", "nossas", "dele", "dela", "isso",
+    "isto", "este", "esta", "esse", "essa", "aquele", "aquela",
+];
+
+/// Forms of *to be* / *ser* / *estar*, and the tails English contractions split into
+/// (`it's` → `it` `s`, `I'm`, `you're`).
+pub const FILLER_TO_BE: &[&str] = &[
+    "be", "is", "are", "am", "was", "were", "been", "s", "m", "re", "ser", "e", "eh", "sou", "es",
+    "somos", "sao", "era", "eram", "foi", "estar", "esta", "ta", "estou", "estamos", "estao",
+    "estava",
+];
+
+/// Politeness: `45, please`, `é 45, obrigado`. (`por favor` is in [`FILLER_PHRASES`].)
+pub const FILLER_POLITENESS: &[&str] = &[
+    "please", "pls", "plz", "thanks", "thank", "thx", "ty", "cheers", "obrigado", "obrigada",
+    "brigado", "brigada", "valeu", "grato", "grata", "pf", "pfv", "pfvr",
+];
+
+/// Conjunctions joining several answers: `01310-100 and 45`, `01310-100 e 45`.
+pub const FILLER_CONJUNCTIONS: &[&str] = &["and", "e"];
+
+/// Discourse markers and acknowledgements: `sorry, 45`, `ok, 45`, `sim, é 45`. `ok`, `yes` and
+/// `sim` are here on purpose: while parameters are being collected they acknowledge the question
+/// (`ok, 45` answers it); they decide nothing on their own, as a message without a value fills
+/// nothing. Negations (`no`, `not`, `não`) are not filler: `não é 45` must not fill 45.
+pub const FILLER_DISCOURSE: &[&str] = &[
+    "actually", "sorry", "oops", "well", "so", "ah", "oh", "uh", "um", "hmm", "hm", "just", "ok",
+    "okay", "yes", "yeah", "yep", "sure", "right", "here", "desculpa", "desculpe", "ops", "opa",
+    "bom", "entao", "certo", "claro", "sim", "pronto", "aqui", "olha",
+];
+
+/// Filler phrases whose words are not filler alone (`por` is a preposition).
+pub const FILLER_PHRASES: &[&[&str]] = &[&["por", "favor"], &["na", "verdade"]];
+
+/// The longest filler phrase.
+pub(super) const MAX_PHRASE_WORDS: usize = 2;
+
+pub(super) const FILLER_LISTS: [&[&str]; 6] = [
+    FILLER_ARTICLES,
+    FILLER_PRONOUNS,
+    FILLER_TO_BE,
+    FILLER_POLITENESS,
+    FILLER_CONJUNCTIONS,
+    FILLER_DISCOURSE,
+];
+
+/// Whether a folded word is filler on its own.
+pub(super) fn is_filler(word: &str) -> bool {
+    FILLER_LISTS.iter().any(|list| list.contains(&word))
+}
+
+/// The length of a filler phrase starting at `words[0]`, if one does.
+fn phrase_at<S: AsRef<str>>(words: &[S]) -> Option<usize> {
+    FILLER_PHRASES
+        .iter()
+        .find(|p| p.len() <= words.len() && p.iter().zip(words).all(|(a, b)| *a == b.as_ref()))
+        .map(|p| p.len())
+}
+
+/// The length of a filler phrase ending at the last of `words`, if one does.
+pub(super) fn phrase_ending<S: AsRef<str>>(words: &[S]) -> Option<usize> {
+    FILLER_PHRASES
+        .iter()
+        .find(|p| {
+            p.len() <= words.len()
+                && p.iter()
+                    .rev()
+                    .zip(words.iter().rev())
+                    .all(|(a, b)| *a == b.as_ref())
+        })
+        .map(|p| p.len())
+}
+
+/// Whether `words` are all filler words or filler phrases.
+pub(super) fn all_filler<S: AsRef<str>>(words: &[S]) -> bool {
+    let mut rest = words;
+    while let Some((first, tail)) = rest.split_first() {
+        if let Some(n) = phrase_at(rest) {
+            rest = rest.get(n..).unwrap_or(&[]);
+        } else if is_filler(first.as_ref()) {
+            rest = tail;
+        } else {
+            return false;
+        }
+    }
+    true
+}

@@ -1,0 +1,162 @@
+//! Ids: a configured id pattern, matched in any case and stored in the pattern's case.
+
+use std::fmt;
+
+use regex::Regex;
+
+/// A configured id pattern (e.g. `PED-[0-9]{4,}`).
+///
+/// Matching ignores case (`ped-1001` is an attempt at `PED-1001`); the stored value is put in
+/// the pattern's case by [`IdPattern::canonical`] (MG-4).
+#[derive(Debug, Clone)]
+pub struct IdPattern {
+    source: String,
+    /// `^(?i:pattern)$`: whether a value given directly is a whole id, in any case.
+    anchored: Regex,
+    /// `^(?:pattern)$`: whether a value is already in the pattern's case.
+    exact: Regex,
+    /// `(?i:pattern)`: finds the id inside a sentence.
+    pub(super) search: Regex,
+    /// The pattern's literal prefix as configured (`PED-`), empty when there is none usable.
+    pub(super) prefix: String,
+}
+
+impl IdPattern {
+    /// Compiles a pattern. Fails on an invalid regex or one that matches the empty string.
+    pub fn new(pattern: &str) -> Result<IdPattern, String> {
+        if pattern.trim().is_empty() {
+            return Err("id pattern is empty".to_string());
+        }
+        Regex::new(pattern).map_err(|e| format!("invalid id pattern `{pattern}`: {e}"))?;
+        let core = strip_anchors(pattern);
+        let compile = |wrapped: String| {
+            Regex::new(&wrapped).map_err(|e| format!("invalid id pattern `{pattern}`: {e}"))
+        };
+        let anchored = compile(format!("^(?i:{core})$"))?;
+        let exact = compile(format!("^(?:{core})$"))?;
+        let search = compile(format!("(?i:{core})"))?;
+        if anchored.is_match("") {
+            return Err(format!("id pattern `{pattern}` matches the empty string"));
+        }
+        Ok(IdPattern {
+            source: pattern.to_string(),
+            anchored,
+            exact,
+            search,
+            prefix: literal_prefix(core),
+        })
+    }
+
+    /// The pattern as configured.
+    pub fn as_str(&self) -> &str {
+        &self.source
+    }
+
+    /// Whether `value` (already trimmed) is a whole id, in any case (`ped-1001`).
+    pub fn is_match(&self, value: &str) -> bool {
+        self.anchored.is_match(value)
+    }
+
+    /// The id as stored (MG-4): `None` when `value` (already trimmed) is not a whole id in any
+    /// case; otherwise the first of these that the pattern matches as configured: the value as
+    /// typed, the value with its prefix in the pattern's case (`ped-1001` → `PED-1001`), all
+    /// upper case, all lower case. When none does (a mixed-case pattern), the prefix-cased form.
+    pub fn canonical(&self, value: &str) -> Option<String> {
+        if !self.anchored.is_match(value) {
+            return None;
+        }
+        let prefixed = self.with_prefix_case(value);
+        [
+            value.to_string(),
+            prefixed.clone(),
+            value.to_uppercase(),
+            value.to_lowercase(),
+        ]
+        .into_iter()
+        .find(|v| self.exact.is_match(v))
+        .or(Some(prefixed))
+    }
+
+    /// `value` with its first characters replaced by the configured prefix when they are that
+    /// prefix in another case.
+    fn with_prefix_case(&self, value: &str) -> String {
+        let n = self.prefix.chars().count();
+        let head: String = value.chars().take(n).collect();
+        if n == 0 || head.to_lowercase() != self.prefix.to_lowercase() {
+            return value.to_string();
+        }
+        let tail: String = value.chars().skip(n).collect();
+        format!("{}{tail}", self.prefix)
+    }
+
+    /// Whether `token` starts with the pattern's literal prefix, in any case.
+    pub(super) fn has_prefix(&self, token: &str) -> bool {
+        let n = self.prefix.chars().count();
+        let head: String = token.chars().take(n).collect();
+        n > 0 && head.to_lowercase() == self.prefix.to_lowercase()
+    }
+}
+
+impl PartialEq for IdPattern {
+    fn eq(&self, other: &Self) -> bool {
+        self.source == other.source
+    }
+}
+
+impl Eq for IdPattern {}
+
+impl fmt::Display for IdPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.source)
+    }
+}
+
+/// Removes one leading `^`/`\A` and one trailing unescaped `$`/`\z`.
+fn strip_anchors(pattern: &str) -> &str {
+    let mut core = pattern;
+    if let Some(rest) = core.strip_prefix('^') {
+        core = rest;
+    } else if let Some(rest) = core.strip_prefix("\\A") {
+        core = rest;
+    }
+    for suffix in ["$", "\\z"] {
+        if let Some(rest) = core.strip_suffix(suffix) {
+            let backslashes = rest.chars().rev().take_while(|c| *c == '\\').count();
+            if backslashes % 2 == 0 {
+                core = rest;
+                break;
+            }
+        }
+    }
+    core
+}
+
+/// The literal text every match starts with, as configured; empty when there is none usable.
+pub(super) fn literal_prefix(core: &str) -> String {
+    if core.contains('|') {
+        return String::new();
+    }
+    let mut prefix: Vec<char> = Vec::new();
+    let mut chars = core.chars();
+    let mut stop = None;
+    while let Some(c) = chars.next() {
+        if c.is_alphanumeric() || matches!(c, '-' | '_' | ':' | '/' | '#' | '@') {
+            prefix.push(c);
+        } else if c == '\\' {
+            match chars.next() {
+                Some(n) if n.is_ascii_punctuation() => prefix.push(n),
+                _ => break,
+            }
+        } else {
+            stop = Some(c);
+            break;
+        }
+    }
+    if matches!(stop, Some('?' | '*' | '{')) {
+        prefix.pop();
+    }
+    if prefix.len() < 2 {
+        return String::new();
+    }
+    prefix.into_iter().collect::<String>()
+}

@@ -1,0 +1,138 @@
+//! PR-1 labels: the words before a value that name its parameter.
+
+use std::ops::Range;
+
+use super::extract::LabelledParameter;
+use super::filler::{all_filler, is_filler, phrase_ending, MAX_PHRASE_WORDS};
+use super::reader::Reader;
+use super::text::{is_inline_space, overlaps, phrase};
+
+/// The words just before a value that may be its label: indices `start..=end` into the
+/// message's words, a run of non-filler words joined by spaces or `-`/`_` only (at most as many
+/// as asked: one more than the longest label is enough to see what precedes a label), with only
+/// filler words (and punctuation) between its end and the value.
+pub(super) struct LabelRun {
+    start: usize,
+    end: usize,
+}
+
+impl Reader<'_> {
+    pub(super) fn label_run(&self, value_start: usize, max_words: usize) -> Option<LabelRun> {
+        let mut p = self.words.partition_point(|(r, _)| r.end <= value_start);
+        loop {
+            let tail: Vec<&str> = self
+                .words
+                .get(p.saturating_sub(MAX_PHRASE_WORDS)..p)
+                .unwrap_or(&[])
+                .iter()
+                .map(|(_, w)| w.as_str())
+                .collect();
+            if tail.last().is_some_and(|w| is_filler(w)) {
+                p -= 1;
+            } else if let Some(n) = phrase_ending(&tail) {
+                p -= n;
+            } else {
+                break;
+            }
+        }
+        let end = p.checked_sub(1)?;
+        let mut start = end;
+        while start > 0 && end - start + 1 < max_words {
+            let (Some((prev, prev_word)), Some((cur, _))) =
+                (self.words.get(start - 1), self.words.get(start))
+            else {
+                break;
+            };
+            let gap = self.text.get(prev.end..cur.start).unwrap_or("");
+            let joined = gap
+                .chars()
+                .all(|c| is_inline_space(c) || matches!(c, '-' | '_'));
+            if !joined || is_filler(prev_word) {
+                break;
+            }
+            start -= 1;
+        }
+        Some(LabelRun { start, end })
+    }
+
+    /// Whether every word outside `removed` is filler (PR-1 (a)).
+    pub(super) fn only_filler_outside(&self, removed: &[Range<usize>]) -> bool {
+        let rest: Vec<&str> = self
+            .words
+            .iter()
+            .filter(|(r, _)| !overlaps(removed, r))
+            .map(|(_, w)| w.as_str())
+            .collect();
+        all_filler(&rest)
+    }
+}
+
+/// The parameters' labels as folded phrases.
+pub(super) struct Labels {
+    /// Per parameter: its labels, each a list of folded words; the name (`_` as space) first.
+    pub(super) phrases: Vec<Vec<Vec<String>>>,
+    /// The number of words of the longest label.
+    pub(super) longest: usize,
+}
+
+impl Labels {
+    pub(super) fn new(params: &[LabelledParameter<'_>]) -> Labels {
+        let phrases = params
+            .iter()
+            .map(|p| {
+                std::iter::once(p.name.replace('_', " "))
+                    .chain(p.labels.iter().cloned())
+                    .map(|l| phrase(&l))
+                    .filter(|l| !l.is_empty())
+                    .collect()
+            })
+            .collect::<Vec<Vec<Vec<String>>>>();
+        let longest = phrases.iter().flatten().map(Vec::len).max().unwrap_or(0);
+        Labels { phrases, longest }
+    }
+
+    fn names_word(&self, param: usize, word: &str) -> bool {
+        self.phrases
+            .get(param)
+            .is_some_and(|ls| ls.iter().any(|l| l.iter().any(|w| w == word)))
+    }
+
+    /// Whether `run` names parameter `param`: the longest tail of the run that appears, word for
+    /// word, inside one of its labels (`number` in `house number`, `número da casa`), unless the
+    /// word before that tail belongs to another parameter's labels only (`order number` does not
+    /// name the house number). Returns where the label starts and how many words matched.
+    pub(super) fn hit(
+        &self,
+        param: usize,
+        run: &LabelRun,
+        words: &[(Range<usize>, String)],
+    ) -> Option<(usize, usize)> {
+        let own = self.phrases.get(param)?;
+        let run_words: Vec<&str> = words
+            .get(run.start..=run.end)?
+            .iter()
+            .map(|(_, w)| w.as_str())
+            .collect();
+        let len = (1..=run_words.len()).rev().find(|&n| {
+            let tail = run_words.get(run_words.len() - n..).unwrap_or(&[]);
+            own.iter().any(|label| {
+                label
+                    .windows(n)
+                    .any(|w| w.iter().zip(tail).all(|(a, b)| a == b))
+            })
+        })?;
+        if let Some(before) = run_words
+            .len()
+            .checked_sub(len + 1)
+            .and_then(|k| run_words.get(k))
+        {
+            let elsewhere = (0..self.phrases.len())
+                .any(|other| other != param && self.names_word(other, before));
+            if elsewhere && !self.names_word(param, before) {
+                return None;
+            }
+        }
+        let (start, _) = words.get(run.end + 1 - len)?;
+        Some((start.start, len))
+    }
+}

@@ -1,0 +1,262 @@
+//! The candidate readings of a message for each kind of parameter.
+
+use std::ops::Range;
+
+use serde_json::Value;
+
+use crate::domain::locale::Locale;
+
+use super::cep::cep_canonical;
+use super::date::parse_date;
+use super::money::{money_read, MoneyRead};
+use super::number::{decimal_separator, is_digits, number_value, numeric_shape, Ambiguity};
+use super::scan::{standalone, Literal, CEP_SHAPE, DASHED_DIGITS, DATE_SHAPE};
+use super::text::{is_inline_space, phrase, tokens};
+use super::validate::check_range;
+use super::{EnumValue, IdPattern, InvalidReason, ParameterKind};
+
+/// A possible reading of part of the message for one parameter.
+#[derive(Debug, Clone)]
+pub(super) struct Candidate {
+    pub(super) span: Range<usize>,
+    pub(super) value: Result<Value, InvalidReason>,
+    /// Read only when introduced by the parameter's label (a bare integer as money while an
+    /// integer or number parameter is also read: `the amount is 50`).
+    pub(super) label_only: bool,
+}
+
+/// What one call knows while reading a message.
+pub(super) struct Reader<'t> {
+    pub(super) text: &'t str,
+    pub(super) locale: Locale,
+    pub(super) literals: Vec<Literal>,
+    /// Space-grouped literals: no reading may take a part of one.
+    pub(super) grouped: Vec<Range<usize>>,
+    /// A bare integer is money only when no integer/number parameter is being read.
+    pub(super) bare_money: bool,
+    pub(super) words: Vec<(Range<usize>, String)>,
+}
+
+impl Reader<'_> {
+    pub(super) fn candidates(&self, kind: &ParameterKind) -> Vec<Candidate> {
+        let mut out = self.kind_candidates(kind);
+        out.retain(|c| {
+            !self.grouped.iter().any(|g| {
+                g.start < c.span.end
+                    && c.span.start < g.end
+                    && !(c.span.start <= g.start && g.end <= c.span.end)
+            })
+        });
+        out
+    }
+
+    fn kind_candidates(&self, kind: &ParameterKind) -> Vec<Candidate> {
+        match kind {
+            ParameterKind::Id { pattern } => self.id_candidates(pattern),
+            ParameterKind::Cep => self.cep_candidates(),
+            ParameterKind::Money => self.money_candidates(),
+            ParameterKind::Date => self.date_candidates(),
+            ParameterKind::Enum { values } => self.enum_candidates(values),
+            ParameterKind::Number => self.number_candidates(),
+            ParameterKind::Integer { min, max } => self.integer_candidates(*min, *max),
+            ParameterKind::Text { .. } => Vec::new(),
+        }
+    }
+
+    fn id_candidates(&self, pattern: &IdPattern) -> Vec<Candidate> {
+        let text = self.text;
+        let mut out: Vec<Candidate> = pattern
+            .search
+            .find_iter(text)
+            .filter(|m| !m.as_str().trim().is_empty() && standalone(text, &m.range()))
+            .filter_map(|m| {
+                pattern.canonical(m.as_str().trim()).map(|v| Candidate {
+                    span: m.range(),
+                    value: Ok(Value::String(v)),
+                    label_only: false,
+                })
+            })
+            .collect();
+        for span in tokens(text) {
+            let token = text.get(span.clone()).unwrap_or("");
+            if pattern.has_prefix(token)
+                && token.bytes().any(|b| b.is_ascii_digit())
+                && !pattern.is_match(token)
+            {
+                out.push(Candidate {
+                    span,
+                    value: Err(InvalidReason::Format),
+                    label_only: false,
+                });
+            }
+        }
+        out.sort_by_key(|c| c.span.start);
+        out
+    }
+
+    fn cep_candidates(&self) -> Vec<Candidate> {
+        let text = self.text;
+        let mut out: Vec<Candidate> = CEP_SHAPE
+            .find_iter(text)
+            .filter(|m| standalone(text, &m.range()))
+            .filter_map(|m| {
+                cep_canonical(m.as_str()).map(|v| Candidate {
+                    span: m.range(),
+                    value: Ok(Value::String(v)),
+                    label_only: false,
+                })
+            })
+            .collect();
+        // Near-misses: 4 to 6 digits, a dash, 2 to 4 digits (`01310-10`, `0131-10`); or 7 or 9
+        // digits in a row.
+        for m in DASHED_DIGITS.find_iter(text) {
+            let Some((left, right)) = m.as_str().split_once('-') else {
+                continue;
+            };
+            if (4..=6).contains(&left.len())
+                && (2..=4).contains(&right.len())
+                && cep_canonical(m.as_str()).is_none()
+                && standalone(text, &m.range())
+            {
+                out.push(Candidate {
+                    span: m.range(),
+                    value: Err(InvalidReason::Format),
+                    label_only: false,
+                });
+            }
+        }
+        for lit in &self.literals {
+            let digits = lit.plain.as_str();
+            if !lit.negative && is_digits(digits) && matches!(digits.len(), 7 | 9) {
+                out.push(Candidate {
+                    span: lit.digits.clone(),
+                    value: Err(InvalidReason::Format),
+                    label_only: false,
+                });
+            }
+        }
+        out.sort_by_key(|c| c.span.start);
+        out
+    }
+
+    fn money_candidates(&self) -> Vec<Candidate> {
+        let text = self.text;
+        let mut out = Vec::new();
+        for lit in &self.literals {
+            let span = lit.money_span.clone().unwrap_or_else(|| lit.digits.clone());
+            let minus_before = text
+                .get(..span.start)
+                .unwrap_or("")
+                .trim_end_matches(is_inline_space)
+                .ends_with('-');
+            if lit.negative || minus_before {
+                continue;
+            }
+            let marked = lit.money_span.is_some();
+            let mut label_only = false;
+            let value = match money_read(&lit.plain, marked) {
+                MoneyRead::Amount(v) => Ok(Value::String(v)),
+                MoneyRead::Bare(v) => {
+                    label_only = !(marked || self.bare_money);
+                    Ok(Value::String(v))
+                }
+                MoneyRead::Bad(reason) if marked => Err(reason),
+                MoneyRead::Bad(_) => continue,
+            };
+            out.push(Candidate {
+                span,
+                value,
+                label_only,
+            });
+        }
+        out
+    }
+
+    fn date_candidates(&self) -> Vec<Candidate> {
+        let text = self.text;
+        DATE_SHAPE
+            .find_iter(text)
+            .filter(|m| standalone(text, &m.range()))
+            .filter_map(|m| {
+                parse_date(m.as_str(), self.locale).map(|value| Candidate {
+                    span: m.range(),
+                    value: value.map(Value::String),
+                    label_only: false,
+                })
+            })
+            .collect()
+    }
+
+    fn enum_candidates(&self, values: &[EnumValue]) -> Vec<Candidate> {
+        let phrases: Vec<(Vec<String>, &str)> = values
+            .iter()
+            .flat_map(|v| {
+                std::iter::once(&v.value)
+                    .chain(v.synonyms.iter())
+                    .map(move |s| (phrase(s), v.value.as_str()))
+            })
+            .filter(|(p, _)| !p.is_empty())
+            .collect();
+        let mut out = Vec::new();
+        for i in 0..self.words.len() {
+            let rest = self.words.get(i..).unwrap_or(&[]);
+            let best = phrases
+                .iter()
+                .filter(|(p, _)| {
+                    p.len() <= rest.len() && p.iter().zip(rest).all(|(pw, (_, w))| pw == w)
+                })
+                .max_by_key(|(p, _)| p.len());
+            if let Some((p, canonical)) = best {
+                let start = rest.first().map_or(0, |(r, _)| r.start);
+                let end = rest
+                    .get(p.len().saturating_sub(1))
+                    .map_or(start, |(r, _)| r.end);
+                out.push(Candidate {
+                    span: start..end,
+                    value: Ok(Value::String((*canonical).to_string())),
+                    label_only: false,
+                });
+            }
+        }
+        out
+    }
+
+    fn number_candidates(&self) -> Vec<Candidate> {
+        let separator = decimal_separator(self.locale);
+        self.literals
+            .iter()
+            .filter(|lit| lit.money_span.is_none())
+            .filter_map(|lit| {
+                let shape = numeric_shape(&lit.plain, Ambiguity::DecimalSeparator(separator))?;
+                Some(Candidate {
+                    span: lit.span(),
+                    value: number_value(lit.negative, &shape),
+                    label_only: false,
+                })
+            })
+            .collect()
+    }
+
+    fn integer_candidates(&self, min: Option<i64>, max: Option<i64>) -> Vec<Candidate> {
+        self.literals
+            .iter()
+            .filter(|lit| lit.money_span.is_none())
+            .filter_map(|lit| {
+                if !is_digits(&lit.plain) {
+                    return None;
+                }
+                let sign = if lit.negative { "-" } else { "" };
+                let value = format!("{sign}{}", lit.plain)
+                    .parse::<i64>()
+                    .map_err(|_| InvalidReason::OutOfRange)
+                    .and_then(|v| check_range(v, min, max))
+                    .map(Value::from);
+                Some(Candidate {
+                    span: lit.span(),
+                    value,
+                    label_only: false,
+                })
+            })
+            .collect()
+    }
+}
