@@ -1,0 +1,567 @@
+//! Building the domain catalog from the raw file: assistants, their parameters and tools.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::config::{unknown_placeholders, PLACEHOLDERS};
+use crate::domain::catalog::{
+    Assistant, DomainAgent, Localized, MessageSet, OnAttemptsExhausted, ParameterSpec,
+    SessionExamples, TenantRule, Tool, ToolAccess,
+};
+use crate::domain::locale::Locale;
+use crate::domain::parameter::{EnumValue, IdPattern, ParameterKind};
+
+use super::defaults::{
+    default_example, default_messages, default_pre_validation_endpoint,
+    DEFAULT_INTERPRETER_PROFILE, DEFAULT_MAX_ATTEMPTS, DEFAULT_ROUTER_PROFILE,
+    DEFAULT_TEXT_MAX_LENGTH, RESERVED_AGENT_NAMES,
+};
+use super::load::Validator;
+use super::schema::{
+    message_slot, RawAssistant, RawExhausted, RawKind, RawParameter, RawProfileRefs, RawTool,
+    RawToolAccess,
+};
+use super::validate::{names, valid_in_some_locale};
+
+/// A parameter definition after validation, before tools take it.
+#[derive(Debug, Clone)]
+struct ParameterDef {
+    kind: ParameterKind,
+    label: Localized,
+    synonyms: Vec<String>,
+    example: Option<String>,
+}
+
+impl Validator<'_> {
+    pub(super) fn assistant(&mut self, id: &str, a: RawAssistant) -> Option<Assistant> {
+        let base = format!("assistants.{id}");
+        let errors_before = self.errors.len();
+        if id.trim().is_empty() {
+            self.err(
+                "assistants",
+                "an assistant has an empty agent_id",
+                "give the assistant a non-empty key, e.g. retail-bot",
+            );
+        } else if id.contains('/') {
+            self.err(
+                &base,
+                format!("agent_id `{id}` contains `/`"),
+                "remove `/` from the agent_id (it is part of the conversation key)",
+            );
+        }
+
+        let default_locale = match &a.default_locale {
+            None => Locale::En,
+            Some(tag) => self
+                .locale(&format!("{base}.default_locale"), tag)
+                .unwrap_or_default(),
+        };
+
+        // Domain agents.
+        let mut agents = BTreeMap::new();
+        if a.agents.is_empty() {
+            self.err(
+                format!("{base}.agents"),
+                "no domain agent is defined",
+                "define at least one agent the router can pick, e.g. `retail: {description: ...}`",
+            );
+        }
+        for (name, raw) in a.agents {
+            let key = format!("{base}.agents.{name}");
+            self.check_name(&key, "agent", &name);
+            if RESERVED_AGENT_NAMES.contains(&name.as_str()) {
+                self.err(
+                    &key,
+                    format!("`{name}` is reserved for session control"),
+                    "rename the agent",
+                );
+            }
+            agents.insert(
+                name.clone(),
+                DomainAgent {
+                    name,
+                    description: raw.description.trim().to_owned(),
+                },
+            );
+        }
+
+        // Parameter definitions (shared by the tools).
+        let mut params: BTreeMap<String, ParameterDef> = BTreeMap::new();
+        for (name, raw) in a.parameters {
+            let key = format!("{base}.parameters.{name}");
+            self.check_name(&key, "parameter", &name);
+            if let Some(def) = self.parameter(&key, &name, raw) {
+                params.insert(name, def);
+            }
+        }
+
+        // Tools.
+        if a.tools.is_empty() {
+            self.err(
+                format!("{base}.tools"),
+                "no tool is defined",
+                "define at least one tool under `tools:`",
+            );
+        }
+        let mut tools = BTreeMap::new();
+        for (name, raw) in a.tools {
+            let key = format!("{base}.tools.{name}");
+            self.check_name(&key, "tool", &name);
+            if let Some(tool) = self.tool(&key, &name, raw, &agents, &params) {
+                tools.insert(name, tool);
+            }
+        }
+
+        // Tenants.
+        let mut tenants = Vec::new();
+        if a.tenants.is_empty() {
+            self.err(
+                format!("{base}.tenants"),
+                "no tenant may use this assistant",
+                "add a rule, e.g. `tenants: [{tenant: \"*\", tools: \"*\"}]` to open it to every \
+                 tenant",
+            );
+        }
+        let mut seen_tenants = BTreeSet::new();
+        for (i, rule) in a.tenants.into_iter().enumerate() {
+            let key = format!("{base}.tenants[{i}]");
+            let tenant = rule.tenant.trim().to_owned();
+            if tenant.is_empty() {
+                self.err(
+                    format!("{key}.tenant"),
+                    "the tenant is empty",
+                    "give a tenant_id, or \"*\" for every tenant",
+                );
+            } else if !seen_tenants.insert(tenant.clone()) {
+                self.err(
+                    format!("{key}.tenant"),
+                    format!("tenant `{tenant}` has more than one rule"),
+                    "merge the rules into one",
+                );
+            }
+            let access = match rule.tools {
+                RawToolAccess::All => ToolAccess::All,
+                RawToolAccess::Only(list) => {
+                    for (j, t) in list.iter().enumerate() {
+                        if !tools.contains_key(t) && !self.tool_was_defined(&base, t) {
+                            self.err(
+                                format!("{key}.tools[{j}]"),
+                                format!("tool `{t}` is not defined in this assistant"),
+                                format!("use one of: {}", names(tools.keys())),
+                            );
+                        }
+                    }
+                    ToolAccess::Only(list)
+                }
+            };
+            tenants.push(TenantRule {
+                tenant,
+                tools: access,
+            });
+        }
+
+        // Profiles.
+        let refs = a.profiles.unwrap_or(RawProfileRefs {
+            router: None,
+            interpreter: None,
+        });
+        let mut profile = |role: &str, value: Option<String>, default: &str| match value {
+            None => default.to_owned(),
+            Some(p) if p.trim().is_empty() => {
+                self.err(
+                    format!("{base}.profiles.{role}"),
+                    "the profile name is empty",
+                    format!(
+                        "name a profile of the profiles file, or remove the key for `{default}`"
+                    ),
+                );
+                default.to_owned()
+            }
+            Some(p) => p.trim().to_owned(),
+        };
+        let router_profile = profile("router", refs.router, DEFAULT_ROUTER_PROFILE);
+        let interpreter_profile =
+            profile("interpreter", refs.interpreter, DEFAULT_INTERPRETER_PROFILE);
+
+        // Messages: defaults for every locale, then the file's overrides.
+        let mut messages: BTreeMap<Locale, MessageSet> = Locale::ALL
+            .iter()
+            .map(|&l| (l, default_messages(l)))
+            .collect();
+        for (tag, raw) in a.messages {
+            let key = format!("{base}.messages.{tag}");
+            let Some(locale) = self.locale(&key, &tag) else {
+                continue;
+            };
+            let set = messages
+                .get_mut(&locale)
+                .expect("every locale has defaults");
+            for (name, value) in raw.entries() {
+                let Some(text) = value else { continue };
+                let mkey = format!("{key}.{name}");
+                for p in unknown_placeholders(&text) {
+                    self.err(
+                        &mkey,
+                        format!("unknown placeholder `{{{p}}}`"),
+                        format!(
+                            "use only {}",
+                            PLACEHOLDERS
+                                .iter()
+                                .map(|p| format!("{{{p}}}"))
+                                .collect::<Vec<_>>()
+                                .join(" ")
+                        ),
+                    );
+                }
+                if text.trim().is_empty() {
+                    self.err(
+                        &mkey,
+                        "the message is empty",
+                        "write the reply text, or remove the key to keep the default",
+                    );
+                }
+                *message_slot(set, name) = text;
+            }
+        }
+
+        let raw_session = a.session_examples.unwrap_or_default();
+        let session_examples = SessionExamples {
+            human_handoff: self.examples(
+                &format!("{base}.session_examples.human_handoff"),
+                raw_session.human_handoff,
+            ),
+            end_session: self.examples(
+                &format!("{base}.session_examples.end_session"),
+                raw_session.end_session,
+            ),
+            cancel: self.examples(
+                &format!("{base}.session_examples.cancel"),
+                raw_session.cancel,
+            ),
+            out_of_scope: self.examples(
+                &format!("{base}.session_examples.out_of_scope"),
+                raw_session.out_of_scope,
+            ),
+        };
+
+        if self.errors.len() > errors_before {
+            return None;
+        }
+        Some(Assistant {
+            agent_id: id.to_owned(),
+            tenants,
+            agents,
+            tools,
+            messages,
+            default_locale,
+            router_profile,
+            interpreter_profile,
+            session_examples,
+        })
+    }
+
+    fn parameter(&mut self, key: &str, name: &str, raw: RawParameter) -> Option<ParameterDef> {
+        let before = self.errors.len();
+        let type_name = format!("{:?}", raw.kind).to_lowercase();
+        let misplaced = |field: &str, allowed: &str| {
+            (
+                format!("{key}.{field}"),
+                format!("`{field}` does not apply to a `{type_name}` parameter"),
+                format!("remove `{field}` (it is only for `{allowed}` parameters)"),
+            )
+        };
+        let mut problems = Vec::new();
+        if raw.kind != RawKind::Id && raw.pattern.is_some() {
+            problems.push(misplaced("pattern", "id"));
+        }
+        if raw.kind != RawKind::Integer {
+            if raw.min.is_some() {
+                problems.push(misplaced("min", "integer"));
+            }
+            if raw.max.is_some() {
+                problems.push(misplaced("max", "integer"));
+            }
+        }
+        if raw.kind != RawKind::Text && raw.max_length.is_some() {
+            problems.push(misplaced("max_length", "text"));
+        }
+        if raw.kind != RawKind::Enum && raw.values.is_some() {
+            problems.push(misplaced("values", "enum"));
+        }
+        for (k, p, f) in problems {
+            self.err(k, p, f);
+        }
+
+        let kind = match raw.kind {
+            RawKind::Id => match raw.pattern.as_deref().map(str::trim) {
+                None | Some("") => {
+                    self.err(
+                        format!("{key}.pattern"),
+                        "an id parameter needs a non-empty pattern",
+                        "add a regular expression for the id, e.g. `pattern: \"PED-[0-9]{4,}\"`",
+                    );
+                    None
+                }
+                Some(p) => match IdPattern::new(p) {
+                    Ok(pattern) => Some(ParameterKind::Id { pattern }),
+                    Err(e) => {
+                        self.err(
+                            format!("{key}.pattern"),
+                            e,
+                            "write a valid regular expression that matches the whole id \
+                             (Rust regex syntax), e.g. \"PED-[0-9]{4,}\"",
+                        );
+                        None
+                    }
+                },
+            },
+            RawKind::Integer => {
+                if let (Some(min), Some(max)) = (raw.min, raw.max) {
+                    if min > max {
+                        self.err(
+                            format!("{key}.min"),
+                            format!("min {min} is greater than max {max}"),
+                            "make min less than or equal to max",
+                        );
+                    }
+                }
+                Some(ParameterKind::Integer {
+                    min: raw.min,
+                    max: raw.max,
+                })
+            }
+            RawKind::Number => Some(ParameterKind::Number),
+            RawKind::Money => Some(ParameterKind::Money),
+            RawKind::Date => Some(ParameterKind::Date),
+            RawKind::Cep => Some(ParameterKind::Cep),
+            RawKind::Text => match raw.max_length {
+                Some(0) => {
+                    self.err(
+                        format!("{key}.max_length"),
+                        "max_length must be at least 1",
+                        format!(
+                            "use a positive number of characters, or remove it for \
+                             {DEFAULT_TEXT_MAX_LENGTH}"
+                        ),
+                    );
+                    None
+                }
+                Some(n) => Some(ParameterKind::Text {
+                    max_len: usize::try_from(n).unwrap_or(usize::MAX),
+                }),
+                None => Some(ParameterKind::Text {
+                    max_len: DEFAULT_TEXT_MAX_LENGTH,
+                }),
+            },
+            RawKind::Enum => {
+                let values = raw.values.unwrap_or_default();
+                if values.is_empty() {
+                    self.err(
+                        format!("{key}.values"),
+                        "an enum parameter needs at least one value",
+                        "list the accepted values, e.g. `values: [{value: express, synonyms: \
+                         [fast]}]`",
+                    );
+                    None
+                } else {
+                    let mut seen = BTreeMap::new();
+                    for (i, v) in values.iter().enumerate() {
+                        for (j, word) in std::iter::once(&v.value)
+                            .chain(v.synonyms.iter())
+                            .enumerate()
+                        {
+                            let wkey = if j == 0 {
+                                format!("{key}.values[{i}].value")
+                            } else {
+                                format!("{key}.values[{i}].synonyms[{}]", j - 1)
+                            };
+                            let norm = word.trim().to_lowercase();
+                            if norm.is_empty() {
+                                self.err(wkey, "the value is empty", "remove it or give a text");
+                            } else if let Some(prev) = seen.insert(norm, i) {
+                                if prev != i {
+                                    self.err(
+                                        wkey,
+                                        format!("`{word}` already means values[{prev}]"),
+                                        "give each word to one value only",
+                                    );
+                                }
+                            }
+                        }
+                    }
+                    Some(ParameterKind::Enum {
+                        values: values
+                            .into_iter()
+                            .map(|v| EnumValue {
+                                value: v.value.trim().to_owned(),
+                                synonyms: v
+                                    .synonyms
+                                    .into_iter()
+                                    .map(|s| s.trim().to_owned())
+                                    .collect(),
+                            })
+                            .collect(),
+                    })
+                }
+            }
+        };
+
+        let label = self.localized(raw.label, name);
+        let synonyms: Vec<String> = raw
+            .synonyms
+            .into_iter()
+            .map(|s| s.0.trim().to_owned())
+            .filter(|s| !s.is_empty())
+            .collect();
+        let example = raw.example.map(|s| s.0.trim().to_owned());
+        let kind = kind?;
+        let example = match example {
+            Some(e) => {
+                if !valid_in_some_locale(&kind, &e) {
+                    self.err(
+                        format!("{key}.example"),
+                        format!("example `{e}` is not a valid {type_name} value"),
+                        "give an example the parameter accepts (replies show it after an \
+                         invalid value)",
+                    );
+                }
+                Some(e)
+            }
+            None => {
+                if matches!(kind, ParameterKind::Id { .. }) {
+                    self.err(
+                        format!("{key}.example"),
+                        "an id parameter needs an example",
+                        "add a valid id, e.g. `example: PED-1001` (replies show it after an \
+                         invalid value)",
+                    );
+                }
+                default_example(&kind)
+            }
+        };
+        if self.errors.len() > before {
+            return None;
+        }
+        Some(ParameterDef {
+            kind,
+            label,
+            synonyms,
+            example,
+        })
+    }
+
+    fn tool(
+        &mut self,
+        key: &str,
+        name: &str,
+        raw: RawTool,
+        agents: &BTreeMap<String, DomainAgent>,
+        params: &BTreeMap<String, ParameterDef>,
+    ) -> Option<Tool> {
+        let before = self.errors.len();
+        if !agents.contains_key(&raw.agent) {
+            self.err(
+                format!("{key}.agent"),
+                format!("agent `{}` is not defined in this assistant", raw.agent),
+                if agents.is_empty() {
+                    "define the agent under the assistant's `agents:`".to_owned()
+                } else {
+                    format!(
+                        "use one of: {}; or define it under the assistant's `agents:`",
+                        names(agents.keys())
+                    )
+                },
+            );
+        }
+        let max_attempts = raw.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS);
+        if max_attempts == 0 {
+            self.err(
+                format!("{key}.max_attempts"),
+                "max_attempts must be at least 1",
+                format!("use 1 or more, or remove it for the default {DEFAULT_MAX_ATTEMPTS}"),
+            );
+        }
+
+        let mut seen = BTreeSet::new();
+        let mut parameters = Vec::new();
+        for (list, required, entries) in [
+            ("parameters", true, &raw.parameters),
+            ("optional_parameters", false, &raw.optional_parameters),
+        ] {
+            for (i, p) in entries.iter().enumerate() {
+                let pkey = format!("{key}.{list}[{i}]");
+                if !seen.insert(p.clone()) {
+                    self.err(
+                        pkey,
+                        format!("parameter `{p}` is listed more than once"),
+                        "list each parameter once, in `parameters` or `optional_parameters`",
+                    );
+                    continue;
+                }
+                match params.get(p) {
+                    Some(def) => parameters.push(ParameterSpec {
+                        name: p.clone(),
+                        kind: def.kind.clone(),
+                        required,
+                        label: def.label.clone(),
+                        synonyms: def.synonyms.clone(),
+                        example: def.example.clone(),
+                    }),
+                    None if self.parameter_was_defined(key, p) => {}
+                    None => self.err(
+                        pkey,
+                        format!("parameter `{p}` is not defined"),
+                        format!(
+                            "define it under the assistant's `parameters:`{}",
+                            if params.is_empty() {
+                                String::new()
+                            } else {
+                                format!(", or use one of: {}", names(params.keys()))
+                            }
+                        ),
+                    ),
+                }
+            }
+        }
+
+        let endpoint = self.endpoint(&format!("{key}.endpoint"), raw.endpoint);
+        let explicit_pre = self.endpoint(
+            &format!("{key}.pre_validation_endpoint"),
+            raw.pre_validation_endpoint,
+        );
+        if explicit_pre.is_some() && !raw.pre_validation {
+            self.err(
+                format!("{key}.pre_validation_endpoint"),
+                "pre_validation_endpoint is set but pre_validation is false, so it is never called",
+                "set `pre_validation: true`, or remove `pre_validation_endpoint`",
+            );
+        }
+        let pre_validation_endpoint = if raw.pre_validation {
+            explicit_pre.or_else(|| endpoint.as_deref().map(default_pre_validation_endpoint))
+        } else {
+            None
+        };
+
+        let title = self.localized(raw.title, &name.replace('_', " "));
+        let examples = self.examples(&format!("{key}.examples"), raw.examples);
+        if self.errors.len() > before {
+            return None;
+        }
+        Some(Tool {
+            name: name.to_owned(),
+            agent: raw.agent,
+            description: raw.description.trim().to_owned(),
+            title,
+            parameters,
+            confirmation: raw.confirmation,
+            pre_validation: raw.pre_validation,
+            max_attempts,
+            on_attempts_exhausted: match raw.on_attempts_exhausted {
+                RawExhausted::Clarify => OnAttemptsExhausted::Clarify,
+                RawExhausted::Handoff => OnAttemptsExhausted::Handoff,
+            },
+            endpoint,
+            pre_validation_endpoint,
+            examples,
+        })
+    }
+}
