@@ -16,7 +16,8 @@ pub(super) struct RawFile {
     pub(super) tool_http: Option<RawToolHttp>,
 }
 
-/// `tool_http:`; every key optional (see [`ToolHttpSettings::default`]).
+/// `tool_http:`; every key optional (see
+/// [`ToolHttpSettings::default`](crate::config::tool_http::ToolHttpSettings::default)).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawToolHttp {

@@ -2,7 +2,7 @@
 
 use std::ops::Range;
 
-use super::extract::LabelledParameter;
+use super::extraction::LabelledParameter;
 use super::filler::{all_filler, is_filler, phrase_ending, MAX_PHRASE_WORDS};
 use super::reader::Reader;
 use super::text::{is_inline_space, overlaps, phrase};

@@ -87,7 +87,7 @@
 
 mod cep;
 mod date;
-mod extract;
+mod extraction;
 mod filler;
 mod id;
 mod kind;
@@ -99,7 +99,7 @@ mod scan;
 mod text;
 mod validate;
 
-pub use self::extract::{
+pub use self::extraction::{
     extract, extract_clear, extract_labelled, Extracted, Extraction, LabelledParameter, Rejected,
 };
 pub use self::filler::{
