@@ -23,9 +23,8 @@ use crate::domain::locale::Locale;
 use crate::eval::clinc150::Clinc150;
 use crate::eval::decisions::{self, parse_examples};
 use crate::eval::recogniser;
-use crate::model::configured::{ConfiguredModel, EmbeddingsSetup};
-use crate::model::http::OpenAiCompatibleModel;
 
+use super::model_args::{ModelArgs, ModelConcurrency};
 pub use super::EXIT_CONFIG;
 
 #[derive(Debug, Clone, clap::Subcommand)]
@@ -87,15 +86,8 @@ pub struct DecisionsArgs {
     /// The assistant (agent_id) the turns talk to [default: the only one configured].
     #[arg(long)]
     pub assistant: Option<String>,
-    /// Overrides every embeddings profile's base URL.
-    #[arg(long, env = "TURNSTILE_EMBEDDINGS_BASE_URL")]
-    pub embeddings_base_url: Option<String>,
-    /// Cache of fitted examples (as for `turnstile run`).
-    #[arg(long, env = "TURNSTILE_EMBEDDINGS_CACHE_DIR")]
-    pub embeddings_cache_dir: Option<PathBuf>,
-    /// Overrides every chat profile's base URL.
-    #[arg(long, env = "TURNSTILE_MODEL_BASE_URL")]
-    pub model_base_url: Option<String>,
+    #[command(flatten)]
+    pub model: ModelArgs,
     /// Print one JSON object instead of the text report.
     #[arg(long)]
     pub json: bool,
@@ -381,36 +373,12 @@ async fn run_decisions(args: DecisionsArgs) -> u8 {
         Ok(x) => x,
         Err(e) => return fail(e),
     };
-    let base_url = args.model_base_url.clone();
-    let chat = move |m: OpenAiCompatibleModel| {
-        Ok(match &base_url {
-            Some(url) => m.with_base_url_override(url),
-            None => m,
-        })
-    };
-    let llm =
-        match OpenAiCompatibleModel::new(catalog.clone(), settings.clone(), profiles.clone(), env)
-            .and_then(&chat)
-        {
-            Ok(m) => m,
-            Err(e) => return fail(e.to_string()),
-        };
-    let setup = EmbeddingsSetup {
-        base_url: args.embeddings_base_url.clone(),
-        cache_dir: args.embeddings_cache_dir.clone(),
-        // One decision at a time.
-        max_concurrency: None,
-    };
-    let model = match ConfiguredModel::build(
-        llm,
-        catalog.clone(),
-        settings.clone(),
-        profiles,
-        &setup,
-        &env,
-        &chat,
-    )
-    .await
+    // One decision at a time: no cap on chat or embeddings calls.
+    let concurrency = ModelConcurrency::default();
+    let model = match args
+        .model
+        .build_model(&catalog, &settings, profiles, &env, concurrency)
+        .await
     {
         Ok(m) => m,
         Err(e) => return fail(e.to_string()),

@@ -6,6 +6,7 @@ pub mod classify;
 pub mod eval;
 pub mod inspect;
 pub mod migrate;
+pub mod model_args;
 pub mod run;
 
 /// Exit code of every command given a configuration, file or argument it cannot use

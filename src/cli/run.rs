@@ -12,13 +12,14 @@ use crate::config::{
     profiles::{check_profile_references, load_profiles},
     settings::settings_from_env,
 };
-use crate::model::configured::{ConfiguredModel, ConfiguredModelError, EmbeddingsSetup};
+use crate::model::configured::ConfiguredModelError;
 use crate::model::embedding::EmbeddingModelError;
-use crate::model::http::OpenAiCompatibleModel;
 use crate::store::cql::{CqlConfig, ScyllaCheckpointStore};
 use crate::telemetry;
 use crate::tool::http::HttpToolGateway;
 use crate::worker::{self, listener, Health, Services, WorkerConfig};
+
+use super::model_args::{ModelArgs, ModelConcurrency};
 
 pub use super::EXIT_CONFIG;
 pub const EXIT_UNAVAILABLE: u8 = 69;
@@ -49,16 +50,8 @@ pub struct Args {
     /// Base URL for tool endpoints given as paths in the agents configuration.
     #[arg(long, env = "TURNSTILE_TOOLS_BASE_URL")]
     pub tools_base_url: Option<String>,
-    /// Overrides every chat model profile's base URL (a gateway, or a test server).
-    #[arg(long, env = "TURNSTILE_MODEL_BASE_URL")]
-    pub model_base_url: Option<String>,
-    /// Overrides every embeddings profile's base URL (e.g. http://127.0.0.1:8000/v1).
-    #[arg(long, env = "TURNSTILE_EMBEDDINGS_BASE_URL")]
-    pub embeddings_base_url: Option<String>,
-    /// Where embeddings profiles cache their fitted examples (by content hash), so a restart
-    /// neither re-embeds nor refits; unset = no cache.
-    #[arg(long, env = "TURNSTILE_EMBEDDINGS_CACHE_DIR")]
-    pub embeddings_cache_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub model: ModelArgs,
 }
 
 pub async fn run(args: Args) -> u8 {
@@ -88,36 +81,14 @@ pub async fn run(args: Args) -> u8 {
         Ok(c) => c,
         Err(e) => return config_error(&e.to_string()),
     };
-    let max_concurrency = worker_config.model_max_concurrency;
-    let chat_setup = |m: OpenAiCompatibleModel| {
-        let m = match &args.model_base_url {
-            Some(url) => m.with_base_url_override(url),
-            None => m,
-        };
-        m.with_max_concurrency(max_concurrency)
+    let concurrency = ModelConcurrency {
+        chat: Some(worker_config.model_max_concurrency),
+        embeddings: Some(worker_config.embeddings_max_concurrency),
     };
-    let llm =
-        match OpenAiCompatibleModel::new(catalog.clone(), settings.clone(), profiles.clone(), env)
-            .and_then(chat_setup)
-        {
-            Ok(m) => m,
-            Err(e) => return config_error(&e.to_string()),
-        };
-    let setup = EmbeddingsSetup {
-        base_url: args.embeddings_base_url.clone(),
-        cache_dir: args.embeddings_cache_dir.clone(),
-        max_concurrency: Some(worker_config.embeddings_max_concurrency),
-    };
-    let model = match ConfiguredModel::build(
-        llm,
-        catalog.clone(),
-        settings.clone(),
-        profiles,
-        &setup,
-        &env,
-        chat_setup,
-    )
-    .await
+    let model = match args
+        .model
+        .build_model(&catalog, &settings, profiles, &env, concurrency)
+        .await
     {
         Ok(m) => m,
         Err(ConfiguredModelError::Embeddings(EmbeddingModelError::Index(e))) => {
