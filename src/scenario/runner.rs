@@ -254,9 +254,11 @@ async fn run_scenario(
                 .map_err(|e| format!("turn {n} (redelivered): {e}"))?
             {
                 TurnResult::Processed { processed, outputs } if outputs.is_empty() => processed,
-                other => return Err(format!(
+                other => {
+                    return Err(format!(
                     "turn {n}, redeliver: the second delivery produced outputs (EV-1): {other:?}"
-                )),
+                ))
+                }
             };
             let o = &again.outcome;
             if !o.duplicate
