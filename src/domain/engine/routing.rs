@@ -1,0 +1,254 @@
+//! Steps 3 to 6 for free text: the typed fill and the confirmation recogniser first, then the
+//! session-control classifier, the interpreter for the transaction in flight, and the router,
+//! and what the router's answer does to the transaction (PR-2..PR-5).
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::values::Reading;
+use super::{confident, Flowing, Run};
+use crate::domain::confirmation::{self, Confirmation};
+use crate::domain::decision::{ModelFailure, RouterDecision, SessionControl, Skill};
+use crate::domain::effect::{Answer, FallbackReason, Request, RouterRequest};
+use crate::domain::transaction::{reason, TransactionStatus};
+
+/// A parsed router answer that counts.
+enum Routed {
+    /// Nothing usable: fallback or out of scope (`true` = the router said out of scope).
+    Nowhere { out_of_scope: bool },
+    Agent {
+        agent: String,
+        tool: Option<String>,
+        arguments: BTreeMap<String, Value>,
+    },
+}
+
+impl Run<'_> {
+    // ---- steps 3 to 6: free text ----
+
+    pub(super) async fn on_text(&mut self, text: &str) -> Flowing<()> {
+        if self.state.human_handoff_requested {
+            // A person owns the conversation now: the bot does not talk over them.
+            self.out.settled_without_model = true;
+            self.reply(self.msgs.handoff_pending.clone());
+            return Ok(());
+        }
+        // Step 3: PR-1 typed fill, PR-6 recogniser. No model when they decide.
+        match self.active_status() {
+            Some(TransactionStatus::CollectingParameters | TransactionStatus::PreValidation)
+                if self.try_typed_fill(text).await? =>
+            {
+                self.out.settled_without_model = true;
+                return Ok(());
+            }
+            Some(TransactionStatus::AwaitingConfirmation) => match confirmation::recognise(text) {
+                Some(Confirmation::Affirm) => {
+                    self.out.settled_without_model = true;
+                    return self.confirmed().await;
+                }
+                Some(Confirmation::Deny) => {
+                    self.out.settled_without_model = true;
+                    return self.declined();
+                }
+                None => {}
+            },
+            _ => {}
+        }
+        // Step 4: the session-control classifier.
+        if self.settings.enable_route_stickiness {
+            match self.classify(text).await? {
+                Some(SessionControl::HumanHandoff) => return self.handoff(),
+                Some(SessionControl::EndSession) => return self.end_session(),
+                // Step 5 (SC-3: CONTINUE without an active agent is ROUTE; with an active
+                // agent but no transaction, the router decides).
+                Some(SessionControl::Continue)
+                    if self.state.active_agent.is_some()
+                        && self.state.active_transaction.is_some() =>
+                {
+                    return match self.read_with_interpreter(text).await? {
+                        Reading::Settled => Ok(()),
+                        // PR-2: the same message may carry a new intent; the router decides.
+                        Reading::Cancelled(tool) => self.route(text, Some(&tool)).await,
+                        Reading::Nothing => self.clarify(false),
+                    };
+                }
+                _ => {}
+            }
+        }
+        // Step 6: the router.
+        self.route(text, None).await
+    }
+
+    /// Step 6: the router. `cancelled`: the tool of a transaction this same message just cancelled
+    /// (PR-2), which the router's answer must not reopen.
+    async fn route(&mut self, text: &str, cancelled: Option<&str>) -> Flowing<()> {
+        let request = RouterRequest {
+            message: text.to_owned(),
+            locale: self.turn.locale,
+            assistant: self.assistant.agent_id.clone(),
+            active_agent: self.state.active_agent.clone(),
+            active_transaction: self.summary(),
+        };
+        let answer = match self.ask(Request::Route(request)).await {
+            Answer::Router(a) => a,
+            other => return Err(self.mismatch("router", &other)),
+        };
+        let mut routed = self.read_route(answer);
+        if let Routed::Agent { tool: Some(t), .. } = &routed {
+            if Some(t.as_str()) == cancelled {
+                routed = Routed::Nowhere {
+                    out_of_scope: false,
+                };
+            }
+        }
+        let after_cancel = cancelled.is_some();
+        let active = self.active().map(|tx| (tx.agent.clone(), tx.tool.clone()));
+        match (routed, active) {
+            (Routed::Nowhere { out_of_scope }, Some(_)) => {
+                self.keep_after_router(text, BTreeMap::new(), out_of_scope)
+                    .await
+            }
+            (Routed::Nowhere { .. }, None) => {
+                if !after_cancel {
+                    self.reply(self.msgs.out_of_scope.clone());
+                }
+                Ok(())
+            }
+            (
+                Routed::Agent {
+                    agent,
+                    tool,
+                    arguments,
+                },
+                Some((active_agent, active_tool)),
+            ) => {
+                let same_tool = tool.as_deref() == Some(active_tool.as_str());
+                let generic = tool.is_none();
+                if same_tool || (generic && agent == active_agent) {
+                    // PR-4: the transaction's own tool or a generic mention of its agent; PR-2:
+                    // `never mind the address change` names the tool and still cancels it.
+                    self.set_route(&agent, Some(active_tool));
+                    self.keep_after_router(text, arguments, false).await
+                } else if let Some(tool) = tool.filter(|_| !generic) {
+                    if !self.assistant.offers(&self.turn.identity.tenant_id, &tool) {
+                        self.reply(self.msgs.not_offered.clone());
+                        self.ask_pending();
+                        return Ok(());
+                    }
+                    // PR-3: an unambiguous new intent interrupts.
+                    self.terminate(TransactionStatus::Cancelled, reason::INTERRUPTED)?;
+                    self.reply(self.msgs.interrupted.clone());
+                    self.set_route(&agent, Some(tool.clone()));
+                    self.open(&agent, &tool, arguments, text).await
+                } else {
+                    // A generic mention of another agent is not a new intent: keep and clarify.
+                    self.keep_after_router(text, BTreeMap::new(), false).await
+                }
+            }
+            (
+                Routed::Agent {
+                    agent,
+                    tool,
+                    arguments,
+                },
+                None,
+            ) => {
+                self.set_route(&agent, tool.clone());
+                self.state.active_agent = Some(agent.clone());
+                match tool {
+                    Some(tool) if self.assistant.offers(&self.turn.identity.tenant_id, &tool) => {
+                        self.open(&agent, &tool, arguments, text).await
+                    }
+                    Some(tool) => {
+                        // LC-1: a tool not offered to this tenant ends OUT_OF_SCOPE.
+                        self.open_bare(&agent, &tool)?;
+                        self.terminate(TransactionStatus::OutOfScope, reason::NOT_OFFERED)?;
+                        self.reply(self.msgs.not_offered.clone());
+                        Ok(())
+                    }
+                    None => {
+                        let text = self.render(&self.msgs.routed, &[("agent", &agent)]);
+                        self.reply(text);
+                        Ok(())
+                    }
+                }
+            }
+        }
+    }
+
+    fn read_route(&mut self, answer: Result<RouterDecision, ModelFailure>) -> Routed {
+        let threshold = self.settings.router_confidence_threshold;
+        match answer {
+            Err(f) => {
+                self.fallback(Skill::Router, f.into());
+                Routed::Nowhere {
+                    out_of_scope: false,
+                }
+            }
+            Ok(RouterDecision::OutOfScope { .. }) => Routed::Nowhere { out_of_scope: true },
+            Ok(RouterDecision::Route { confidence, .. }) if !confident(confidence, threshold) => {
+                self.fallback(Skill::Router, FallbackReason::LowConfidence);
+                Routed::Nowhere {
+                    out_of_scope: false,
+                }
+            }
+            Ok(RouterDecision::Route {
+                agent,
+                intent,
+                arguments,
+                ..
+            }) => {
+                let intent = intent.filter(|i| !i.is_empty() && *i != agent);
+                let agent_known = self.assistant.agents.contains_key(&agent);
+                let tool_known = intent.as_ref().is_none_or(|i| {
+                    self.assistant
+                        .tools
+                        .get(i)
+                        .is_some_and(|t| t.agent == agent)
+                });
+                if agent_known && tool_known {
+                    Routed::Agent {
+                        agent,
+                        tool: intent,
+                        arguments,
+                    }
+                } else {
+                    self.fallback(Skill::Router, FallbackReason::UnknownTarget);
+                    Routed::Nowhere {
+                        out_of_scope: false,
+                    }
+                }
+            }
+        }
+    }
+
+    /// Step 6 with a transaction active and no new intent: the interpreter reads the message if
+    /// it has not yet (a cancel on every path, PR-2); otherwise, or when it reads nothing
+    /// actionable, the transaction is kept with the router's valid arguments (PR-4) and the
+    /// reply clarifies when nothing was merged (PR-5).
+    async fn keep_after_router(
+        &mut self,
+        text: &str,
+        arguments: BTreeMap<String, Value>,
+        out_of_scope: bool,
+    ) -> Flowing<()> {
+        if !self.interpreted {
+            let routed = self.out.route.clone();
+            match self.read_with_interpreter(text).await? {
+                Reading::Settled | Reading::Cancelled(_) => return Ok(()),
+                // The router's answer stands as the turn's route (null when it found none).
+                Reading::Nothing => self.out.route = routed,
+            }
+        }
+        let (valid, invalid) = self.validate_values(&arguments);
+        let changes = valid.iter().any(|(k, v)| {
+            self.active()
+                .is_some_and(|tx| tx.arguments.get(k) != Some(v))
+        });
+        if !changes && invalid.is_empty() {
+            return self.clarify(out_of_scope);
+        }
+        self.apply_values(valid, invalid).await
+    }
+}

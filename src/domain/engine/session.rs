@@ -1,0 +1,147 @@
+//! Session control: step 2's structured channel actions, step 4's session-control classifier,
+//! and the two global nodes it can reach, human handoff (SC-5) and end of session (SC-6).
+
+use serde_json::json;
+
+use super::{confident, Flowing, Run, ROUTE_END_SESSION, ROUTE_HUMAN_HANDOFF};
+use crate::domain::decision::{SessionControl, Skill};
+use crate::domain::effect::RouteDecision;
+use crate::domain::effect::{Answer, ClassifierRequest, EventType, FallbackReason, Request};
+use crate::domain::locale::Locale;
+use crate::domain::transaction::{reason, TransactionStatus};
+use crate::domain::turn::ChannelAction;
+
+impl Run<'_> {
+    // ---- step 2: structured channel actions ----
+
+    pub(super) async fn on_action(&mut self, action: ChannelAction) -> Flowing<()> {
+        self.out.settled_without_model = true;
+        let status = self.active_status();
+        match action {
+            ChannelAction::Confirm => match status {
+                Some(TransactionStatus::AwaitingConfirmation) => self.confirmed().await,
+                Some(_) => {
+                    self.reply(self.msgs.nothing_to_confirm.clone());
+                    self.ask_pending();
+                    Ok(())
+                }
+                None => {
+                    self.reply(self.msgs.nothing_to_confirm.clone());
+                    Ok(())
+                }
+            },
+            ChannelAction::Decline => match status {
+                Some(TransactionStatus::AwaitingConfirmation) => self.declined(),
+                _ => {
+                    self.reply(self.msgs.nothing_to_confirm.clone());
+                    Ok(())
+                }
+            },
+            ChannelAction::Cancel => {
+                if status.is_some() {
+                    self.cancel_by_user()
+                } else {
+                    self.reply(self.msgs.nothing_to_cancel.clone());
+                    Ok(())
+                }
+            }
+            ChannelAction::Handoff => self.handoff(),
+            ChannelAction::End => self.end_session(),
+        }
+    }
+
+    // ---- step 4: the session-control classifier ----
+
+    /// Step 4: returns the accepted label, or None after a counted fallback (SC-2).
+    pub(super) async fn classify(&mut self, text: &str) -> Flowing<Option<SessionControl>> {
+        let request = ClassifierRequest {
+            message: text.to_owned(),
+            assistant: self.turn.identity.agent_id.clone(),
+            locale: self.turn.locale,
+            history: self.recent_history(self.settings.route_stickiness_history_turns),
+            active_agent: self.state.active_agent.clone(),
+            active_transaction: self.summary(),
+        };
+        let answer = match self.ask(Request::Classify(request)).await {
+            Answer::Classifier(a) => a,
+            other => return Err(self.mismatch("classifier", &other)),
+        };
+        let threshold = self.settings.route_stickiness_confidence_threshold;
+        Ok(match answer {
+            Ok(d) if confident(d.confidence, threshold) => Some(d.decision),
+            Ok(_) => {
+                self.fallback(Skill::Classifier, FallbackReason::LowConfidence);
+                None
+            }
+            Err(f) => {
+                self.fallback(Skill::Classifier, f.into());
+                None
+            }
+        })
+    }
+
+    // ---- session control (SC-5, SC-6) ----
+
+    pub(super) fn handoff(&mut self) -> Flowing<()> {
+        self.state.human_handoff_requested = true;
+        self.state.session_ended = false;
+        self.out.route = Some(RouteDecision {
+            route: ROUTE_HUMAN_HANDOFF.into(),
+            intent: Some(ROUTE_HUMAN_HANDOFF.into()),
+            handoff: true,
+            session_control: Some(SessionControl::HumanHandoff.as_str().into()),
+        });
+        let data = json!({
+            "route": ROUTE_HUMAN_HANDOFF,
+            "intent": ROUTE_HUMAN_HANDOFF,
+            "handoff": true,
+            "session_control": SessionControl::HumanHandoff.as_str(),
+            "identity": &self.turn.identity,
+            "locale": self.turn.locale,
+            "last_turns": self.recent_history(self.settings.route_stickiness_history_turns.max(5)),
+            "message": self.turn.text(),
+            "active_agent": &self.state.active_agent,
+            "active_transaction": &self.state.active_transaction,
+        });
+        self.emit(EventType::HumanHandoffRequested, data);
+        let text = match (&self.settings.human_handoff_message, self.turn.locale) {
+            (Some(custom), Locale::En) => custom.clone(),
+            _ => self.msgs.human_handoff.clone(),
+        };
+        self.reply(text);
+        Ok(())
+    }
+
+    pub(super) fn end_session(&mut self) -> Flowing<()> {
+        if self
+            .active()
+            .is_some_and(|tx| tx.status != TransactionStatus::Executing)
+        {
+            self.terminate(TransactionStatus::Cancelled, reason::SESSION_ENDED)?;
+        }
+        self.state.session_ended = true;
+        self.state.human_handoff_requested = false;
+        self.out.route = Some(RouteDecision {
+            route: ROUTE_END_SESSION.into(),
+            intent: Some(ROUTE_END_SESSION.into()),
+            handoff: false,
+            session_control: Some(SessionControl::EndSession.as_str().into()),
+        });
+        let data = json!({
+            "route": ROUTE_END_SESSION,
+            "intent": ROUTE_END_SESSION,
+            "handoff": false,
+            "session_control": SessionControl::EndSession.as_str(),
+            "identity": &self.turn.identity,
+            "locale": self.turn.locale,
+            "last_transaction": &self.state.last_transaction,
+        });
+        self.emit(EventType::EndRequested, data);
+        let text = match (&self.settings.end_session_message, self.turn.locale) {
+            (Some(custom), Locale::En) => custom.clone(),
+            _ => self.msgs.end_session.clone(),
+        };
+        self.reply(text);
+        Ok(())
+    }
+}

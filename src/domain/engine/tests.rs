@@ -1,0 +1,78 @@
+use std::collections::BTreeMap;
+
+use super::coroutine::Slot;
+use super::*;
+use crate::domain::effect::Transition;
+use crate::domain::locale::Locale;
+use crate::domain::transaction::is_legal_transition;
+use crate::domain::turn::Identity;
+
+// LC-3: the engine's only way to change a status refuses every pair outside the table with
+// `IllegalTransition` and leaves the transaction as it was ("never applied"). No turn input
+// reaches this refusal (every call site moves from a status the restore step normalised to a
+// legal target), so it is driven here directly; tests/engine_properties.rs checks the inputs.
+#[test]
+fn transition_refuses_every_illegal_pair_and_applies_none() {
+    let catalog =
+        crate::config::agents::load_catalog(std::path::Path::new("config/agents.example.yaml"))
+            .unwrap();
+    let settings = Settings::default();
+    let assistant = catalog.assistant("retail-bot").unwrap();
+    let turn = Turn {
+        turn_id: "t-1".into(),
+        identity: Identity::new("t1", "retail-bot", "s1"),
+        input: TurnInput::Text("hi".into()),
+        locale: Locale::En,
+        at_ms: 5_000,
+    };
+    let mut checked = 0;
+    for from in TransactionStatus::ALL {
+        for to in TransactionStatus::ALL.into_iter().filter(|to| *to != from) {
+            let tx = Transaction {
+                id: "tx-1".into(),
+                agent: "retail".into(),
+                tool: "retail_order_cancel".into(),
+                status: from,
+                reason: None,
+                arguments: BTreeMap::new(),
+                missing_parameters: vec!["order_id".into()],
+                confirmation_required: true,
+                confirmation_received: false,
+                pre_validation: Vec::new(),
+                evidence: Vec::new(),
+                turn_ids: Vec::new(),
+                failed_attempts: 0,
+                executing_turn_id: None,
+                opened_at_ms: 1_000,
+                updated_at_ms: 1_000,
+            };
+            let state = AgentState {
+                active_transaction: Some(tx),
+                ..AgentState::default()
+            };
+            let mut run = Run::new(&settings, assistant, &turn, state, Slot::default());
+            let result = run.transition(to);
+            let tx = run.state.active_transaction.as_ref().unwrap();
+            if is_legal_transition(from, to) {
+                assert!(result.is_ok(), "{from:?} -> {to:?} refused");
+                assert_eq!((tx.status, tx.updated_at_ms), (to, 5_000));
+                assert_eq!(run.out.transitions, vec![Transition { from, to }]);
+            } else {
+                match result {
+                    Err(EngineError::IllegalTransition {
+                        transaction_id,
+                        from: f,
+                        to: t,
+                    }) => assert_eq!((transaction_id.as_str(), f, t), ("tx-1", from, to)),
+                    Err(e) => panic!("{from:?} -> {to:?}: {e}"),
+                    Ok(()) => panic!("{from:?} -> {to:?} was applied"),
+                }
+                assert_eq!((tx.status, tx.updated_at_ms), (from, 1_000));
+                assert!(run.out.transitions.is_empty());
+                checked += 1;
+            }
+        }
+    }
+    // 72 ordered pairs of distinct statuses, 21 of them legal.
+    assert_eq!(checked, 72 - 21);
+}

@@ -1,0 +1,322 @@
+//! Parameters and their interpretation: the typed parsers' clear reading (PR-1, MG-5), the
+//! interpreter's reading of free text against the transaction in flight (steps 5 and 6, PR-6),
+//! and validating, merging and explaining values (MG-1..MG-6).
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::{confident, required_names, Flowing, Run};
+use crate::domain::catalog::{OnAttemptsExhausted, Tool};
+use crate::domain::decision::{InterpreterAct, Skill};
+use crate::domain::effect::{Answer, FallbackReason, InterpreterRequest, ParameterBrief, Request};
+use crate::domain::locale::Locale;
+use crate::domain::parameter::{self, InvalidReason};
+use crate::domain::transaction::TransactionStatus;
+
+/// What the interpreter's reading did to the transaction in flight.
+pub(super) enum Reading {
+    /// It settled the turn (values merged, a decline, the confirmation question asked again).
+    Settled,
+    /// It cancelled the transaction of this tool (PR-2); the router may still find a new intent.
+    Cancelled(String),
+    /// Nothing actionable: unclear, below the threshold, a failure, or no usable value.
+    Nothing,
+}
+
+/// Valid values by parameter, and the invalid ones as (name, raw text, why).
+type Values = (
+    BTreeMap<String, Value>,
+    Vec<(String, String, InvalidReason)>,
+);
+
+impl Run<'_> {
+    /// PR-1: typed parsers read the message against the transaction's parameters; only values
+    /// that clearly fill (a distinctive form anywhere, a plain one alone or after its label)
+    /// settle the turn, so a number inside an unrelated sentence goes on to the classifier.
+    pub(super) async fn try_typed_fill(&mut self, text: &str) -> Flowing<bool> {
+        let Some(reading) = self.typed_reading(text) else {
+            return Ok(false);
+        };
+        let tool = self.active_tool().expect("typed_reading needs one");
+        let pending = self.active().expect("active").missing_parameters.clone();
+        let fills_pending = reading.values.iter().any(|v| {
+            pending.contains(&v.name) && tool.parameter(&v.name).is_some_and(|p| p.kind.is_typed())
+        });
+        // MG-4: a rejected value for a parameter that is still missing is explained, even when
+        // other values of the same message were valid and merged.
+        let rejected_pending = reading
+            .rejected
+            .into_iter()
+            .find(|r| pending.contains(&r.name));
+        if !fills_pending && rejected_pending.is_none() {
+            return Ok(false);
+        }
+        let valid: BTreeMap<String, Value> = reading
+            .values
+            .into_iter()
+            .map(|v| (v.name, v.value))
+            .collect();
+        let invalid: Vec<(String, String, InvalidReason)> = rejected_pending
+            .into_iter()
+            .map(|r| (r.name, r.invalid.raw, r.invalid.reason))
+            .collect();
+        self.apply_values(valid, invalid).await?;
+        Ok(true)
+    }
+
+    /// The typed parsers' clear reading of `text` for the active tool's parameters (PR-1, MG-5).
+    fn typed_reading(&self, text: &str) -> Option<parameter::Extraction> {
+        let tool = self.active_tool()?;
+        Some(read_clear_values(tool, text, self.turn.locale))
+    }
+
+    /// MG-5: the typed parsers' clear reading of the message wins over a model's value for the
+    /// same parameter and adds the parameters the model missed.
+    pub(super) fn with_typed_reading(
+        &self,
+        text: &str,
+        mut valid: BTreeMap<String, Value>,
+        mut invalid: Vec<(String, String, InvalidReason)>,
+    ) -> Values {
+        let Some(reading) = self.typed_reading(text) else {
+            return (valid, invalid);
+        };
+        for v in reading.values {
+            invalid.retain(|(name, _, _)| *name != v.name);
+            valid.insert(v.name, v.value);
+        }
+        for r in reading.rejected {
+            let known = valid.contains_key(&r.name) || invalid.iter().any(|(n, _, _)| *n == r.name);
+            if !known {
+                invalid.push((r.name, r.invalid.raw, r.invalid.reason));
+            }
+        }
+        (valid, invalid)
+    }
+
+    /// Steps 5 and 6: the interpreter reads free text against the transaction in flight. A model
+    /// never confirms (PR-6): `affirm` only asks the confirmation question again.
+    pub(super) async fn read_with_interpreter(&mut self, text: &str) -> Flowing<Reading> {
+        self.interpreted = true;
+        let tool = self.active_tool().expect("caller checked the transaction");
+        let tx = self.active().expect("caller checked the transaction");
+        let agent = tx.agent.clone();
+        self.set_route(&agent, Some(tx.tool.clone()));
+        let request = InterpreterRequest {
+            message: text.to_owned(),
+            assistant: self.assistant.agent_id.clone(),
+            locale: self.turn.locale,
+            transaction: self.summary().expect("active"),
+            parameters: tool
+                .parameters
+                .iter()
+                .map(|p| ParameterBrief {
+                    name: p.name.clone(),
+                    type_name: p.kind.type_name().to_owned(),
+                    label: p.label.get(self.turn.locale).to_owned(),
+                    required: p.required,
+                })
+                .collect(),
+        };
+        let answer = match self.ask(Request::Interpret(request)).await {
+            Answer::Interpreter(a) => a,
+            other => return Err(self.mismatch("interpreter", &other)),
+        };
+        let decision = match answer {
+            Ok(d) if confident(d.confidence, self.settings.interpreter_confidence_threshold) => d,
+            Ok(_) => {
+                self.fallback(Skill::Interpreter, FallbackReason::LowConfidence);
+                return Ok(Reading::Nothing);
+            }
+            Err(f) => {
+                self.fallback(Skill::Interpreter, f.into());
+                return Ok(Reading::Nothing);
+            }
+        };
+        let awaiting = self.active_status() == Some(TransactionStatus::AwaitingConfirmation);
+        match decision.act {
+            InterpreterAct::Provide => {
+                let (valid, invalid) = self.validate_values(&decision.arguments);
+                let (valid, invalid) = self.with_typed_reading(text, valid, invalid);
+                if valid.is_empty() && invalid.is_empty() {
+                    return Ok(Reading::Nothing);
+                }
+                self.apply_values(valid, invalid).await?;
+                Ok(Reading::Settled)
+            }
+            InterpreterAct::Cancel => {
+                let cancelled = self.active().map(|tx| tx.tool.clone()).unwrap_or_default();
+                if self.active_status() == Some(TransactionStatus::Executing) {
+                    self.reply(self.msgs.nothing_to_cancel.clone());
+                    return Ok(Reading::Settled);
+                }
+                self.cancel_by_user()?;
+                Ok(Reading::Cancelled(cancelled))
+            }
+            InterpreterAct::Affirm if awaiting => {
+                // PR-6: only a button or the recogniser confirms; ask the same question again.
+                self.ask_confirmation();
+                Ok(Reading::Settled)
+            }
+            InterpreterAct::Deny if awaiting => {
+                self.declined()?;
+                Ok(Reading::Settled)
+            }
+            InterpreterAct::Affirm | InterpreterAct::Deny | InterpreterAct::Unclear => {
+                Ok(Reading::Nothing)
+            }
+        }
+    }
+
+    /// MG-1..MG-6: merges the valid values and explains the first invalid one. A change moves
+    /// the transaction on from where it stands — re-running pre-validation and asking for
+    /// confirmation of the arguments as they now are, in the same reply, even when part of the
+    /// message was invalid (MG-6's safety invariant: only shown arguments are ever confirmed).
+    pub(super) async fn apply_values(
+        &mut self,
+        valid: BTreeMap<String, Value>,
+        invalid: Vec<(String, String, InvalidReason)>,
+    ) -> Flowing<()> {
+        let changed = self.merge(valid);
+        if changed {
+            self.active_mut().confirmation_received = false;
+        }
+        let Some((name, raw, why)) = invalid.into_iter().next() else {
+            self.active_mut().failed_attempts = 0;
+            return self.advance().await;
+        };
+        if self.invalid_value(&name, &raw, why)? {
+            return Ok(()); // attempts exhausted: the tool's way out took the turn
+        }
+        let complete = self
+            .active()
+            .is_some_and(|tx| tx.missing_parameters.is_empty());
+        if changed && complete {
+            return self.advance().await;
+        }
+        if self.active_status() == Some(TransactionStatus::AwaitingConfirmation) {
+            // Nothing changed: the question as it stands is still the one to answer.
+            self.ask_confirmation();
+        }
+        Ok(())
+    }
+
+    /// MG-4: validates model-provided values against their parameter types.
+    pub(super) fn validate_values(&self, arguments: &BTreeMap<String, Value>) -> Values {
+        let mut valid = BTreeMap::new();
+        let mut invalid = Vec::new();
+        let Some(tool) = self.active_tool() else {
+            return (valid, invalid);
+        };
+        for (name, raw) in arguments {
+            let Some(spec) = tool.parameter(name) else {
+                continue; // not a parameter of this tool: ignored, never stored
+            };
+            if raw.is_null() {
+                continue;
+            }
+            match spec.kind.validate(raw, self.turn.locale) {
+                Ok(v) => {
+                    valid.insert(name.clone(), v);
+                }
+                Err(e) => invalid.push((name.clone(), e.raw, e.reason)),
+            }
+        }
+        (valid, invalid)
+    }
+
+    /// MG-1/MG-3: `{**existing, **new}`, then `missing = required − present`. Returns whether
+    /// any stored value changed.
+    fn merge(&mut self, values: BTreeMap<String, Value>) -> bool {
+        let tool = self
+            .active_tool()
+            .expect("merge needs an active transaction");
+        let required = required_names(tool);
+        let tx = self.active_mut();
+        let mut changed = false;
+        for (k, v) in values {
+            if tx.arguments.get(&k) != Some(&v) {
+                tx.arguments.insert(k, v);
+                changed = true;
+            }
+        }
+        tx.missing_parameters = required
+            .into_iter()
+            .filter(|r| !tx.arguments.contains_key(r))
+            .collect();
+        changed
+    }
+
+    /// MG-4: an invalid value is not merged; the reply says why and asks again; too many → the
+    /// tool's configured way out. Returns true when that way out was a handoff (the turn is over).
+    fn invalid_value(&mut self, name: &str, raw: &str, why: InvalidReason) -> Flowing<bool> {
+        let tool = self.active_tool().expect("active");
+        let spec = tool.parameter(name);
+        let label = spec
+            .map(|p| p.label.get(self.turn.locale).to_owned())
+            .unwrap_or_else(|| name.to_owned());
+        // Text parameters have no example; the label is the best hint there is.
+        let example = spec
+            .and_then(|p| p.example.clone())
+            .unwrap_or_else(|| label.clone());
+        let max = tool.max_attempts.max(1);
+        let exhausted_way = tool.on_attempts_exhausted;
+        let tx = self.active_mut();
+        tx.failed_attempts += 1;
+        let exhausted = tx.failed_attempts >= max;
+        let _ = why; // the reason code is in the log/metrics layer; the reply shows an example
+        if exhausted {
+            self.active_mut().failed_attempts = 0;
+            match exhausted_way {
+                OnAttemptsExhausted::Handoff => {
+                    self.handoff()?;
+                    return Ok(true);
+                }
+                OnAttemptsExhausted::Clarify => {
+                    let text = self.render(
+                        &self.msgs.attempts_exhausted,
+                        &[("label", &label), ("example", &example)],
+                    );
+                    self.reply(text);
+                    return Ok(false);
+                }
+            }
+        }
+        let text = self.render(
+            &self.msgs.invalid_value,
+            &[("label", &label), ("value", raw), ("example", &example)],
+        );
+        self.reply(text);
+        Ok(false)
+    }
+}
+
+/// PR-1, MG-5: the clear typed reading of `text` for `tool`'s parameters. A parameter is named
+/// by its name (`house_number` → `house number`), its labels in every locale and its synonyms.
+fn read_clear_values(tool: &Tool, text: &str, locale: Locale) -> parameter::Extraction {
+    let labels: Vec<Vec<String>> = tool
+        .parameters
+        .iter()
+        .map(|p| {
+            let mut names = vec![
+                p.name.replace('_', " "),
+                p.label.en.clone(),
+                p.label.pt_br.clone(),
+            ];
+            names.extend(p.synonyms.iter().cloned());
+            names
+        })
+        .collect();
+    let params: Vec<parameter::LabelledParameter<'_>> = tool
+        .parameters
+        .iter()
+        .zip(&labels)
+        .map(|(p, labels)| parameter::LabelledParameter {
+            name: &p.name,
+            kind: &p.kind,
+            labels,
+        })
+        .collect();
+    parameter::extract_clear(&params, text, locale)
+}
