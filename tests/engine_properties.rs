@@ -363,3 +363,173 @@ proptest! {
         }
     }
 }
+
+/// An answer of the wrong kind for `req` (a mismatch the engine must report, never absorb).
+fn wrong_kind(req: &Request) -> Answer {
+    match req {
+        Request::Classify(_) => Answer::Persisted,
+        _ => Answer::Classifier(Err(ModelFailure::Timeout)),
+    }
+}
+
+/// Drives one turn through a single continuation, answering per `p` (the answer at `wrong`, if
+/// it is reached, of the wrong kind). Returns every result `resume` gave, in order, and the
+/// answers fed.
+fn drive(
+    engine: &Engine<'_>,
+    state: &AgentState,
+    turn: &Turn,
+    p: &TurnPlan,
+    wrong: Option<usize>,
+) -> (Vec<Result<Step, EngineError>>, Vec<Answer>) {
+    let mut run = engine.start(state, turn).expect("a configured assistant");
+    let mut results = vec![run.resume(None)];
+    let mut answers = Vec::new();
+    while let Some(Ok(Step::Need(req))) = results.last() {
+        let answer = if wrong == Some(answers.len()) {
+            wrong_kind(req)
+        } else {
+            answer(req, p, turn.at_ms)
+        };
+        answers.push(answer.clone());
+        results.push(run.resume(Some(answer)));
+        assert_eq!(run.answers(), &answers[..], "the run's log is what was fed");
+        assert!(
+            results.len() <= 10,
+            "a turn asks a bounded number of questions"
+        );
+    }
+    // After Done or an error the run is over: a clear error, whatever is fed.
+    assert!(run.is_over());
+    assert_eq!(run.resume(None), Err(EngineError::TurnOver));
+    assert_eq!(
+        run.resume(Some(Answer::Persisted)),
+        Err(EngineError::TurnOver)
+    );
+    (results, answers)
+}
+
+/// The continuation and the replay agree on one turn: `step` with the first k answers (a fresh
+/// run replaying them, the old from-scratch semantics) gives what the one run's k-th `resume`
+/// gave, and a run replayed to any point then resumed (LC-4 recovery from the answer log) gives
+/// the rest of it. Returns the state after the turn.
+fn continuation_matches_replay(
+    engine: &Engine<'_>,
+    state: &AgentState,
+    turn: &Turn,
+    p: &TurnPlan,
+    wrong: Option<usize>,
+) -> Result<AgentState, TestCaseError> {
+    let (results, answers) = drive(engine, state, turn, p, wrong);
+    for (k, result) in results.iter().enumerate() {
+        prop_assert_eq!(
+            &engine.step(state, turn, &answers[..k]),
+            result,
+            "answer prefix {}",
+            k
+        );
+    }
+    for k in 0..answers.len() {
+        let (mut run, first) = engine.replay(state, turn, &answers[..k]).expect("replayed");
+        prop_assert_eq!(Ok(first), results[k].clone(), "replayed to {}", k);
+        prop_assert_eq!(run.answers(), &answers[..k]);
+        for (j, answer) in answers.iter().enumerate().skip(k) {
+            prop_assert_eq!(
+                &run.resume(Some(answer.clone())),
+                &results[j + 1],
+                "resumed at {}",
+                j
+            );
+        }
+    }
+    let last = results.last().expect("at least one resume");
+    // Answers past the end of the turn are ignored by the replay, as they always were.
+    let mut longer = answers.clone();
+    longer.push(Answer::Persisted);
+    if let Ok(Step::Done(_)) = last {
+        prop_assert_eq!(&engine.step(state, turn, &longer), last);
+    }
+    Ok(match last {
+        Ok(Step::Done(outcome)) => outcome.state.clone(),
+        // A failed turn is not applied: the next one starts from the same state.
+        Err(EngineError::AnswerMismatch { index, .. }) => {
+            prop_assert_eq!(
+                Some(*index),
+                wrong,
+                "only the planted wrong answer mismatches"
+            );
+            state.clone()
+        }
+        other => return Err(TestCaseError::fail(format!("turn ended with {other:?}"))),
+    })
+}
+
+fn plan_turn(i: usize, p: &TurnPlan, at: i64) -> Turn {
+    Turn {
+        turn_id: format!("p{i}"),
+        identity: Identity::new("t1", "retail-bot", "prop"),
+        input: match p.input {
+            Ok(t) => TurnInput::Text(TEXTS[t].into()),
+            Err(a) => TurnInput::Action(a),
+        },
+        locale: if p.pt_br { Locale::PtBr } else { Locale::En },
+        at_ms: at,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    // The turn engine as a coroutine (start/resume, one run per turn) gives exactly the steps and
+    // outcome of replaying the answers from scratch (step with growing answer prefixes), over
+    // random conversations, with the occasional answer of the wrong kind (AnswerMismatch at the
+    // same index either way), redeliveries (EV-1) and recovery from every point (LC-4).
+    #[test]
+    fn continuation_gives_the_steps_of_the_replay(
+        plans in prop::collection::vec((plan(), prop::option::weighted(0.15, 0usize..4)), 1..14),
+    ) {
+        let catalog = catalog();
+        let settings = Settings::default();
+        let engine = Engine::new(&catalog, &settings);
+        let mut state = AgentState::default();
+        let mut at = 1_000_000i64;
+        for (i, (p, wrong)) in plans.iter().enumerate() {
+            at += p.gap_s * 1000;
+            let turn = plan_turn(i, p, at);
+            state = continuation_matches_replay(&engine, &state, &turn, p, *wrong)?;
+            if state.has_applied(&turn.turn_id) {
+                // EV-1: redelivered, through the continuation too.
+                let (results, answers) = drive(&engine, &state, &turn, p, None);
+                prop_assert!(answers.is_empty());
+                match &results[..] {
+                    [Ok(Step::Done(again))] => {
+                        prop_assert!(again.duplicate);
+                        prop_assert_eq!(&again.state, &state);
+                    }
+                    other => prop_assert!(false, "a redelivered turn gave {:?}", other),
+                }
+            }
+        }
+    }
+
+    // The same from stored transactions in every status (EXECUTING: LC-4 re-issues the call
+    // before the turn goes on; IDLE and terminal: ST-5 diagnosis first).
+    #[test]
+    fn continuation_gives_the_steps_of_the_replay_from_any_stored_status(
+        tool in 0..TOOLS.len(),
+        status in 0..TransactionStatus::ALL.len(),
+        filled in 0usize..4,
+        confirmed in any::<bool>(),
+        plans in prop::collection::vec((plan(), prop::option::weighted(0.15, 0usize..4)), 1..4),
+    ) {
+        let catalog = catalog();
+        let settings = Settings::default();
+        let engine = Engine::new(&catalog, &settings);
+        let mut state = planted(tool, status, filled, confirmed);
+        let mut at = 1_000_000i64;
+        for (i, (p, wrong)) in plans.iter().enumerate() {
+            at += p.gap_s * 1000;
+            state = continuation_matches_replay(&engine, &state, &plan_turn(i, p, at), p, *wrong)?;
+        }
+    }
+}
