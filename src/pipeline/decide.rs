@@ -67,7 +67,7 @@ where
     M: DecisionModel,
     T: ToolGateway,
 {
-    let (base, mut answers, recovered) = match in_flight {
+    let (base, recorded, recovered) = match in_flight {
         Some(f) if f.turn_id == turn.turn_id => (f.base, f.answers, true),
         _ => (state, Vec::new(), false),
     };
@@ -79,8 +79,12 @@ where
     let mut model_calls = Vec::new();
     // ROUTER_SPECULATIVE: the router call started next to the classifier, and its answer.
     let mut speculative: Option<(RouterRequest, ModelAnswer<RouterDecision>)> = None;
+    // The engine runs the turn once, suspended at each request (a coroutine); a recovered turn
+    // first replays its recorded answers (LC-4), so it asks no model again.
+    let (mut run, mut step) = engine.replay(&base, turn, &recorded)?;
+    drop(recorded);
     loop {
-        let request = match engine.step(&base, turn, &answers)? {
+        let request = match step {
             Step::Done(outcome) => {
                 if speculative.is_some() {
                     counter!(telemetry::MODEL_SPECULATIVE_DISCARDED_TOTAL, "skill" => "router")
@@ -110,15 +114,15 @@ where
                 let (classified, routed) =
                     tokio::join!(model.classify(c, ctx), model.route(&guess, spec_ctx));
                 model_calls.push(Skill::Classifier);
-                answers.push(Answer::Classifier(classified));
                 speculative = Some((guess, routed));
+                step = run.resume(Some(Answer::Classifier(classified)))?;
                 continue;
             }
             Request::Route(r) => {
                 if let Some((guess, routed)) = speculative.take() {
                     if &guess == r {
                         model_calls.push(Skill::Router);
-                        answers.push(Answer::Router(routed));
+                        step = run.resume(Some(Answer::Router(routed)))?;
                         continue;
                     }
                     counter!(telemetry::MODEL_SPECULATIVE_DISCARDED_TOTAL, "skill" => "router")
@@ -131,10 +135,18 @@ where
             model_calls.push(skill);
         }
         let answer = perform(
-            request, &base, turn, &answers, store, model, tools, ctx, fence,
+            request,
+            &base,
+            turn,
+            run.answers(),
+            store,
+            model,
+            tools,
+            ctx,
+            fence,
         )
         .await?;
-        answers.push(answer);
+        step = run.resume(Some(answer))?;
     }
 }
 
