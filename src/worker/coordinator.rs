@@ -13,10 +13,10 @@ use tokio::sync::{mpsc, Semaphore};
 use super::committer::{CommitCommand, CommittedMarks};
 use super::consumer::{ConsumerCommand, ConsumerEvent, FetchedRecord};
 use super::dispatch::KeyedQueue;
-use super::offsets::PartitionOffsets;
-use super::turn::process_record;
 #[cfg(feature = "harness")]
 use super::fault;
+use super::offsets::PartitionOffsets;
+use super::turn::process_record;
 use super::{Health, WorkerConfig};
 use crate::domain::catalog::{Catalog, Settings};
 use crate::message::{DecodeLimits, Output, Topics};
