@@ -10,7 +10,7 @@ worker needs:
   looked up in src/);
 - no Secret object anywhere; every secret reference names an existingSecret value;
 - the KEDA ScaledObject targets the StatefulSet and reads the worker's own topic, group, brokers
-  and offset reset policy (auto.offset.reset as set in src/worker/kafka_clients.rs), with maxReplicaCount
+  and offset reset policy (auto.offset.reset as the worker's sources set it), with maxReplicaCount
   at most kafka.partitions, and its TriggerAuthentication uses the same Secrets as the pods;
 - the ServiceMonitor selects the Service's port; the PrometheusRule carries files/alerts.yaml's
   groups; the dashboard ConfigMap (when files/dashboard.json exists) is labelled
@@ -66,9 +66,11 @@ for name in re.findall(r'"([a-z.]+)"', passthrough.group(1)):
 settings_rs = read("src/config/settings.rs")
 known_vars |= set(re.findall(r'pub const [A-Z_]+: &str = "([A-Z_]+)";', settings_rs))
 known_vars |= {"RUST_LOG", "RUST_BACKTRACE", "POD_NAME"}
-reset = re.search(r'\.set\("auto\.offset\.reset", "([a-z]+)"\)', read("src/worker/kafka_clients.rs"))
-check(reset, "src/worker/kafka_clients.rs sets auto.offset.reset")
-worker_offset_reset = reset.group(1) if reset else None
+# Looked up in all of src/ (like the variables above), so moving the consumer's settings to
+# another file does not break the check; two different values would be a worker bug.
+resets = set(re.findall(r'\.set\("auto\.offset\.reset", "([a-z]+)"\)', src_text))
+check(len(resets) == 1, f"src/ sets auto.offset.reset to one value (found {sorted(resets)})")
+worker_offset_reset = resets.pop() if len(resets) == 1 else None
 migrate_rs = read("src/cli/migrate.rs")
 migrate_flags = {"--" + f.replace("_", "-") for f in re.findall(r"pub ([a-z_]+): ", migrate_rs)}
 
