@@ -270,9 +270,13 @@ enum Fault {
     Slow,
     WrongDimension,
     Status500,
-    /// One call at a time, 400 ms each, like a one-thread server working through its queue.
+    /// One call at a time, `SERIAL_HOLD` each, like a one-thread server working through its
+    /// queue. Answers come from the proxy's memo of earlier upstream answers, so the hold is the
+    /// only server time: the real server's latency under the other tests' load stays out.
     Serial,
 }
+
+const SERIAL_HOLD: Duration = Duration::from_millis(500);
 
 #[derive(Clone)]
 struct Proxy {
@@ -280,6 +284,8 @@ struct Proxy {
     fault: Arc<std::sync::Mutex<Fault>>,
     client: reqwest::Client,
     serial: Arc<tokio::sync::Mutex<()>>,
+    /// Upstream answers by request body (the body names the model and the inputs).
+    memo: Arc<std::sync::Mutex<std::collections::HashMap<Bytes, Value>>>,
 }
 
 async fn proxied(State(p): State<Proxy>, body: Bytes) -> Response {
@@ -290,18 +296,20 @@ async fn proxied(State(p): State<Proxy>, body: Bytes) -> Response {
     if fault == Fault::Slow {
         tokio::time::sleep(Duration::from_secs(3)).await;
     }
-    let _one_at_a_time = if fault == Fault::Serial {
-        let guard = p.serial.clone().lock_owned().await;
-        tokio::time::sleep(Duration::from_millis(400)).await;
-        Some(guard)
-    } else {
-        None
-    };
+    if fault == Fault::Serial {
+        let _one_at_a_time = p.serial.clone().lock_owned().await;
+        tokio::time::sleep(SERIAL_HOLD).await;
+        let memo = p.memo.lock().expect("lock").get(&body).cloned();
+        return match memo {
+            Some(value) => axum::Json(value).into_response(),
+            None => (StatusCode::INTERNAL_SERVER_ERROR, "not warmed").into_response(),
+        };
+    }
     let answer = p
         .client
         .post(format!("{}/embeddings", p.upstream))
         .header("content-type", "application/json")
-        .body(body)
+        .body(body.clone())
         .send()
         .await;
     let Ok(answer) = answer else {
@@ -309,6 +317,9 @@ async fn proxied(State(p): State<Proxy>, body: Bytes) -> Response {
     };
     let bytes = answer.bytes().await.unwrap_or_default();
     let mut value: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    if fault == Fault::Pass {
+        p.memo.lock().expect("lock").insert(body, value.clone());
+    }
     if fault == Fault::WrongDimension {
         if let Some(data) = value.get_mut("data").and_then(Value::as_array_mut) {
             for item in data {
@@ -326,9 +337,14 @@ async fn start_proxy() -> (String, Arc<std::sync::Mutex<Fault>>) {
         fault: fault.clone(),
         client: reqwest::Client::new(),
         serial: Arc::new(tokio::sync::Mutex::new(())),
+        memo: Arc::default(),
     };
+    // `/warm/v1` is the same server under another URL: a model built on it has its own entries
+    // in the process's recent-vectors cache, so it can warm the memo without warming the model
+    // under test.
     let app = Router::new()
         .route("/v1/embeddings", post(proxied))
+        .route("/warm/v1/embeddings", post(proxied))
         .with_state(state);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -388,22 +404,35 @@ async fn every_fault_is_a_fallback_with_its_reason() {
 
 #[tokio::test]
 async fn a_burst_waits_for_a_slot_instead_of_timing_out_in_the_servers_queue() {
-    // Five decisions at once against a server that works one call at a time (400 ms each), with
-    // a 1 s timeout: uncapped, the later calls wait in the server's queue past their timeout;
-    // capped at one call at a time, each waits for its slot before its timeout starts.
+    // Five decisions at once against a server that works one call at a time (500 ms each), with
+    // a 2 s timeout: uncapped, the fifth call is answered 2.5 s after it was sent, past its
+    // timeout; capped at one call at a time, each waits for its slot before its timeout starts
+    // and is answered 0.5 s after that.
     let (url, fault) = start_proxy().await;
-    let burst = |model: ConfiguredModel, tag: &'static str| async move {
+    let text = |tag: &str, i: usize| format!("I want a person ({tag} {i})");
+    let burst = move |model: ConfiguredModel, tag: &'static str| async move {
         let calls = (0..5).map(|i| {
             let model = model.clone();
             async move {
-                let request = classify_request(&format!("I want a person ({tag} {i})"), None);
-                model.classify(&request, ctx()).await
+                model
+                    .classify(&classify_request(&text(tag, i), None), ctx())
+                    .await
             }
         });
         futures_join_all(calls).await
     };
-    let uncapped = model_capped(&url, 1.0, None, None).await.expect("built");
-    let capped = model_capped(&url, 1.0, None, Some(1)).await.expect("built");
+    // Warm the proxy's memo with the bursts' request bodies, through a model whose own cache
+    // entries are keyed by the other URL.
+    let warm_url = url.replace("/v1", "/warm/v1");
+    let warm = model_capped(&warm_url, 5.0, None, None)
+        .await
+        .expect("built");
+    for tag in ["uncapped", "capped"] {
+        let answers = burst(warm.clone(), tag).await;
+        assert!(answers.iter().all(Result::is_ok), "warming: {answers:?}");
+    }
+    let uncapped = model_capped(&url, 2.0, None, None).await.expect("built");
+    let capped = model_capped(&url, 2.0, None, Some(1)).await.expect("built");
     *fault.lock().expect("lock") = Fault::Serial;
     let answers = burst(uncapped, "uncapped").await;
     assert!(
