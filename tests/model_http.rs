@@ -1054,14 +1054,16 @@ async fn concurrency_cap_bounds_calls_in_progress() {
     server.set_default(
         Skill::Classifier,
         Behaviour::answer(json!({"decision": "CONTINUE", "confidence": 0.97}))
-            .with_latency(Duration::from_millis(300)),
+            .with_latency(Duration::from_millis(250)),
     );
-    // Each call may take 0.8 s; the last pair waits ~0.9 s for a slot before it starts.
-    let model = model_at(&server.base_url(), &settings(), 0.8)
+    // Each call may take 1.2 s, nearly 1 s more than the server needs, so a loaded machine does
+    // not time it out; the last pair waits ~1.75 s for a slot before it starts, so if the wait
+    // counted, every pair from the sixth on would time out.
+    let model = model_at(&server.base_url(), &settings(), 1.2)
         .with_max_concurrency(2)
         .expect("client");
     let mut calls = tokio::task::JoinSet::new();
-    for i in 0..8 {
+    for i in 0..16 {
         let model = model.clone();
         calls.spawn(async move {
             let id = format!("cap-{i}");
@@ -1078,7 +1080,7 @@ async fn concurrency_cap_bounds_calls_in_progress() {
             raw.cause
         );
     }
-    assert_eq!(server.requests_for(Skill::Classifier).len(), 8);
+    assert_eq!(server.requests_for(Skill::Classifier).len(), 16);
     assert_eq!(server.peak_concurrent_requests(), 2);
     server.shutdown().await;
 }
