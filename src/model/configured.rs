@@ -200,13 +200,14 @@ fn router_confidence(d: &RouterDecision) -> f64 {
 }
 
 /// The embeddings answer when it is confident (or nothing escalates), else the escalation LLM's;
-/// the chat model when the skill's profile is not an embeddings one. Futures start only when
-/// awaited, so the ones not taken cost nothing.
+/// the chat model when the skill's profile is not an embeddings one. Each component's future is
+/// built only when it is taken: a turn waiting for a model slot holds one call's future, not
+/// three unstarted ones (thousands wait at a time under a slow model).
 async fn cascade<T, E, X, L>(
     skill: Skill,
     confident: impl Fn(&T) -> bool,
-    embeddings: Option<(E, Option<X>)>,
-    llm: L,
+    embeddings: Option<(impl FnOnce() -> E, Option<impl FnOnce() -> X>)>,
+    llm: impl FnOnce() -> L,
 ) -> ModelAnswer<T>
 where
     E: Future<Output = ModelAnswer<T>>,
@@ -215,15 +216,15 @@ where
 {
     let (answer, component) = match embeddings {
         Some((embedded, escalation)) => {
-            let answer = embedded.await;
+            let answer = embedded().await;
             match escalation {
                 Some(escalated) if !answer.as_ref().is_ok_and(&confident) => {
-                    (escalated.await, "llm")
+                    (escalated().await, "llm")
                 }
                 _ => (answer, "embeddings"),
             }
         }
-        None => (llm.await, "llm"),
+        None => (llm().await, "llm"),
     };
     count(skill, &answer, confident, component);
     answer
@@ -241,15 +242,15 @@ impl DecisionModel for ConfiguredModel {
             .map(|(model, escalates)| {
                 let escalation = self.escalation.as_ref().filter(|_| escalates);
                 (
-                    model.classify(request),
-                    escalation.map(|llm| llm.classify(request, ctx)),
+                    move || model.classify(request),
+                    escalation.map(|llm| move || llm.classify(request, ctx)),
                 )
             });
         cascade(
             Skill::Classifier,
             |d: &ClassifierDecision| d.confidence >= threshold,
             embeddings,
-            self.llm.classify(request, ctx),
+            || self.llm.classify(request, ctx),
         )
         .await
     }
@@ -265,15 +266,15 @@ impl DecisionModel for ConfiguredModel {
             .map(|(model, escalates)| {
                 let escalation = self.escalation.as_ref().filter(|_| escalates);
                 (
-                    model.route(request),
-                    escalation.map(|llm| llm.route(request, ctx)),
+                    move || model.route(request),
+                    escalation.map(|llm| move || llm.route(request, ctx)),
                 )
             });
         cascade(
             Skill::Router,
             |d: &RouterDecision| router_confidence(d) >= threshold,
             embeddings,
-            self.llm.route(request, ctx),
+            || self.llm.route(request, ctx),
         )
         .await
     }
@@ -289,15 +290,15 @@ impl DecisionModel for ConfiguredModel {
             .map(|(model, escalates)| {
                 let escalation = self.escalation.as_ref().filter(|_| escalates);
                 (
-                    model.interpret(request),
-                    escalation.map(|llm| llm.interpret(request, ctx)),
+                    move || model.interpret(request),
+                    escalation.map(|llm| move || llm.interpret(request, ctx)),
                 )
             });
         cascade(
             Skill::Interpreter,
             |d: &InterpreterDecision| d.confidence >= threshold,
             embeddings,
-            self.llm.interpret(request, ctx),
+            || self.llm.interpret(request, ctx),
         )
         .await
     }

@@ -524,9 +524,11 @@ impl OpenAiCompatibleModel {
         let _slot = crate::model::acquire_slot(&self.inner.slots).await;
         let started = Instant::now();
         let body = prompt::chat_request(&endpoint.profile, max_tokens, messages());
+        // Boxed: the HTTP exchange's future is most of this call's size, and every turn waiting
+        // for a slot (thousands at a time under a slow model) would otherwise hold one unstarted.
         let exchanged = match tokio::time::timeout(
             endpoint.timeout,
-            self.exchange(skill, endpoint, ctx, &body),
+            Box::pin(self.exchange(skill, endpoint, ctx, &body)),
         )
         .await
         {

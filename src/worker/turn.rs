@@ -139,4 +139,69 @@ mod tests {
             "process_record's future is {size} bytes: box the large awaits inside it"
         );
     }
+
+    /// Under a slow model most turns in flight wait for a model slot inside `decide_turn`, each
+    /// holding its pending model calls. Building every cascade component's future up front and
+    /// the HTTP exchange's inline made a classify call 6.9 KB and `decide_turn` 19 KB (test
+    /// build); now only the taken component is built and the exchange is boxed once a slot is
+    /// held.
+    #[test]
+    fn a_turn_waiting_for_a_model_slot_holds_small_futures() {
+        use crate::domain::effect::{ClassifierRequest, ToolRequest};
+        use crate::domain::state::AgentState;
+        use crate::domain::turn::Turn;
+        use crate::model::configured::ConfiguredModel;
+        use crate::ports::{CallContext, DecisionModel, Fence, ToolGateway};
+        use crate::store::retrying::RetryingStore;
+
+        struct Parts {
+            engine: Engine<'static>,
+            store: RetryingStore<ScyllaCheckpointStore>,
+            model: ConfiguredModel,
+            tools: HttpToolGateway,
+            turn: Turn,
+            classify: ClassifierRequest,
+            tool: ToolRequest,
+        }
+        fn size<F, Fut>(_: F) -> usize
+        where
+            F: FnOnce(&'static Parts) -> Fut,
+        {
+            std::mem::size_of::<Fut>()
+        }
+        let ctx = CallContext {
+            turn_id: "",
+            turn_at_ms: 0,
+            speculative: false,
+        };
+        let classify = size(|p| p.model.classify(&p.classify, ctx));
+        let execute = size(|p| p.tools.execute(&p.tool, ctx));
+        let decide = size(|p| {
+            crate::pipeline::decide_turn(
+                &p.engine,
+                &p.store,
+                &p.model,
+                &p.tools,
+                &p.turn,
+                AgentState::default(),
+                None,
+                Fence {
+                    epoch: 0,
+                    offset: 0,
+                },
+            )
+        });
+        assert!(
+            classify <= 2 * 1024,
+            "a classify call's future is {classify} bytes"
+        );
+        assert!(
+            execute <= 2 * 1024,
+            "a tool call's future is {execute} bytes"
+        );
+        assert!(
+            decide <= 10 * 1024,
+            "decide_turn's future is {decide} bytes"
+        );
+    }
 }
