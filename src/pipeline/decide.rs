@@ -49,17 +49,43 @@ fn encode_in_flight(turn_id: &str, base: &AgentState, answers: &[Answer]) -> Vec
     serde_json::to_vec(&borrowed).unwrap_or_default()
 }
 
+/// Where a turn starts deciding: from the stored state, or (LC-4) from the in-flight record's
+/// base with its recorded answers when that record is this turn's.
+#[derive(Debug)]
+pub struct TurnStart {
+    pub base: AgentState,
+    pub recorded: Vec<Answer>,
+    pub recovered: bool,
+}
+
+impl TurnStart {
+    pub fn new(state: AgentState, in_flight: Option<InFlightTurn>, turn_id: &str) -> TurnStart {
+        match in_flight {
+            Some(f) if f.turn_id == turn_id => TurnStart {
+                base: f.base,
+                recorded: f.answers,
+                recovered: true,
+            },
+            _ => TurnStart {
+                base: state,
+                recorded: Vec::new(),
+                recovered: false,
+            },
+        }
+    }
+}
+
 /// Steps the engine to the end of the turn, performing each request; the LC-4 write-ahead goes
-/// to `store` under `fence`. The caller saves the final state with its outbox.
-#[allow(clippy::too_many_arguments)]
+/// to `store` under `fence`. The caller saves the final state with its outbox. `start` is used
+/// in place, not unpacked: every turn in flight holds this future, and unpacked copies of the
+/// state would each take a slot in it.
 pub async fn decide_turn<S, M, T>(
     engine: &Engine<'_>,
     store: &S,
     model: &M,
     tools: &T,
     turn: &Turn,
-    state: AgentState,
-    in_flight: Option<InFlightTurn>,
+    start: TurnStart,
     fence: Fence,
 ) -> Result<ProcessedTurn, PipelineError>
 where
@@ -67,10 +93,6 @@ where
     M: DecisionModel,
     T: ToolGateway,
 {
-    let (base, recorded, recovered) = match in_flight {
-        Some(f) if f.turn_id == turn.turn_id => (f.base, f.answers, true),
-        _ => (state, Vec::new(), false),
-    };
     let ctx = CallContext {
         turn_id: &turn.turn_id,
         turn_at_ms: turn.at_ms,
@@ -81,8 +103,8 @@ where
     let mut speculative: Option<(RouterRequest, ModelAnswer<RouterDecision>)> = None;
     // The engine runs the turn once, suspended at each request (a coroutine); a recovered turn
     // first replays its recorded answers (LC-4), so it asks no model again.
-    let (mut run, mut step) = engine.replay(&base, turn, &recorded)?;
-    drop(recorded);
+    let (mut run, mut step) = engine.replay(&start.base, turn, &start.recorded)?;
+    let recovered = start.recovered;
     loop {
         let request = match step {
             Step::Done(outcome) => {
@@ -111,8 +133,12 @@ where
                     speculative: true,
                     ..ctx
                 };
-                let (classified, routed) =
-                    tokio::join!(model.classify(c, ctx), model.route(&guess, spec_ctx));
+                // Boxed, like `perform` below: a turn waiting for a model slot holds only the
+                // calls of the step it is at, not the largest step's futures for its whole life.
+                let (classified, routed) = Box::pin(async {
+                    tokio::join!(model.classify(c, ctx), model.route(&guess, spec_ctx))
+                })
+                .await;
                 model_calls.push(Skill::Classifier);
                 speculative = Some((guess, routed));
                 step = run.resume(Some(Answer::Classifier(classified)))?;
@@ -134,9 +160,9 @@ where
         if let Some(skill) = request.skill() {
             model_calls.push(skill);
         }
-        let answer = perform(
+        let answer = Box::pin(perform(
             request,
-            &base,
+            &start.base,
             turn,
             run.answers(),
             store,
@@ -144,7 +170,7 @@ where
             tools,
             ctx,
             fence,
-        )
+        ))
         .await?;
         step = run.resume(Some(answer))?;
     }

@@ -31,7 +31,7 @@ use crate::ports::{
 use crate::store::fencing::{write_timestamp, PHASE_TURN_END};
 use crate::telemetry;
 
-pub use decide::{decide_turn, InFlightTurn};
+pub use decide::{decide_turn, InFlightTurn, TurnStart};
 use outbox::{from_outbox, to_outbox, OutboxEntry};
 
 /// Why a turn could not be processed.
@@ -138,10 +138,8 @@ where
     // The stored bytes are decoded; a turn parked on a model call should not hold them too.
     drop(row);
     let fence = at.fence();
-    let processed = Box::pin(decide_turn(
-        engine, store, model, tools, turn, state, in_flight, fence,
-    ))
-    .await?;
+    let start = TurnStart::new(state, in_flight, &turn.turn_id);
+    let processed = Box::pin(decide_turn(engine, store, model, tools, turn, start, fence)).await?;
     telemetry::record_outcome(&processed.outcome);
     if processed.outcome.duplicate {
         return Ok(TurnResult::Processed {

@@ -226,7 +226,8 @@ impl<'a> Run<'a> {
     async fn run(&mut self) -> Flowing<()> {
         self.diagnose()?;
         self.expire_if_idle()?;
-        if self.resume_executing().await? {
+        // Boxed like on_text's steps: a turn parked at its first ask holds only that path.
+        if Box::pin(self.resume_executing()).await? {
             return Ok(());
         }
         if self.state.session_ended {
@@ -235,7 +236,7 @@ impl<'a> Run<'a> {
         }
         let turn: &'a Turn = self.turn;
         match &turn.input {
-            TurnInput::Action(action) => self.on_action(*action).await,
+            TurnInput::Action(action) => Box::pin(self.on_action(*action)).await,
             TurnInput::Text(text) => self.on_text(text).await,
         }
     }

@@ -37,7 +37,7 @@ impl Run<'_> {
         // Step 3: PR-1 typed fill, PR-6 recogniser. No model when they decide.
         match self.active_status() {
             Some(TransactionStatus::CollectingParameters | TransactionStatus::PreValidation)
-                if self.try_typed_fill(text).await? =>
+                if Box::pin(self.try_typed_fill(text)).await? =>
             {
                 self.out.settled_without_model = true;
                 return Ok(());
@@ -45,7 +45,7 @@ impl Run<'_> {
             Some(TransactionStatus::AwaitingConfirmation) => match confirmation::recognise(text) {
                 Some(Confirmation::Affirm) => {
                     self.out.settled_without_model = true;
-                    return self.confirmed().await;
+                    return Box::pin(self.confirmed()).await;
                 }
                 Some(Confirmation::Deny) => {
                     self.out.settled_without_model = true;
@@ -66,10 +66,10 @@ impl Run<'_> {
                     if self.state.active_agent.is_some()
                         && self.state.active_transaction.is_some() =>
                 {
-                    return match self.read_with_interpreter(text).await? {
+                    return match Box::pin(self.read_with_interpreter(text)).await? {
                         Reading::Settled => Ok(()),
                         // PR-2: the same message may carry a new intent; the router decides.
-                        Reading::Cancelled(tool) => self.route(text, Some(&tool)).await,
+                        Reading::Cancelled(tool) => Box::pin(self.route(text, Some(&tool))).await,
                         Reading::Nothing => self.clarify(false),
                     };
                 }
@@ -77,7 +77,7 @@ impl Run<'_> {
             }
         }
         // Step 6: the router.
-        self.route(text, None).await
+        Box::pin(self.route(text, None)).await
     }
 
     /// Step 6: the router. `cancelled`: the tool of a transaction this same message just cancelled
@@ -106,8 +106,7 @@ impl Run<'_> {
         let active = self.active().map(|tx| (tx.agent.clone(), tx.tool.clone()));
         match (routed, active) {
             (Routed::Nowhere { out_of_scope }, Some(_)) => {
-                self.keep_after_router(text, BTreeMap::new(), out_of_scope)
-                    .await
+                Box::pin(self.keep_after_router(text, BTreeMap::new(), out_of_scope)).await
             }
             (Routed::Nowhere { .. }, None) => {
                 if !after_cancel {
@@ -129,7 +128,7 @@ impl Run<'_> {
                     // PR-4: the transaction's own tool or a generic mention of its agent; PR-2:
                     // `never mind the address change` names the tool and still cancels it.
                     self.set_route(&agent, Some(active_tool));
-                    self.keep_after_router(text, arguments, false).await
+                    Box::pin(self.keep_after_router(text, arguments, false)).await
                 } else if let Some(tool) = tool.filter(|_| !generic) {
                     if !self.assistant.offers(&self.turn.identity.tenant_id, &tool) {
                         self.reply(self.msgs.not_offered.clone());
@@ -140,10 +139,10 @@ impl Run<'_> {
                     self.terminate(TransactionStatus::Cancelled, reason::INTERRUPTED)?;
                     self.reply(self.msgs.interrupted.clone());
                     self.set_route(&agent, Some(tool.clone()));
-                    self.open(&agent, &tool, arguments, text).await
+                    Box::pin(self.open(&agent, &tool, arguments, text)).await
                 } else {
                     // A generic mention of another agent is not a new intent: keep and clarify.
-                    self.keep_after_router(text, BTreeMap::new(), false).await
+                    Box::pin(self.keep_after_router(text, BTreeMap::new(), false)).await
                 }
             }
             (
@@ -158,7 +157,7 @@ impl Run<'_> {
                 self.state.active_agent = Some(agent.clone());
                 match tool {
                     Some(tool) if self.assistant.offers(&self.turn.identity.tenant_id, &tool) => {
-                        self.open(&agent, &tool, arguments, text).await
+                        Box::pin(self.open(&agent, &tool, arguments, text)).await
                     }
                     Some(tool) => {
                         // LC-1: a tool not offered to this tenant ends OUT_OF_SCOPE.

@@ -76,3 +76,31 @@ fn transition_refuses_every_illegal_pair_and_applies_none() {
     // 72 ordered pairs of distinct statuses, 21 of them legal.
     assert_eq!(checked, 72 - 21);
 }
+
+/// Every turn parked at a model call holds its suspended future. The steps after each ask are
+/// boxed (routing.rs, `Run::run`) and the run is not rebound inside the future, so a turn at the
+/// classifier holds the run and that path only: 6.4 KB with an inline call tree, ~2.5 KB now.
+#[test]
+fn a_suspended_turn_holds_a_small_future() {
+    let catalog =
+        crate::config::agents::load_catalog(std::path::Path::new("config/agents.example.yaml"))
+            .unwrap();
+    let settings = Settings::default();
+    let engine = Engine::new(&catalog, &settings);
+    let turn = Turn {
+        turn_id: "t-1".into(),
+        identity: Identity::new("t1", "retail-bot", "s1"),
+        input: TurnInput::Text("cancel my order".into()),
+        locale: Locale::En,
+        at_ms: 5_000,
+    };
+    let (run, step) = engine.replay(&AgentState::default(), &turn, &[]).unwrap();
+    assert!(matches!(step, Step::Need(Request::Classify(_))), "{step:?}");
+    let bytes = run.future_bytes();
+    let run_bytes = std::mem::size_of::<Run<'_>>();
+    assert!(bytes > 0);
+    assert!(
+        bytes <= run_bytes + 1024,
+        "the suspended turn's future is {bytes} bytes (the run alone is {run_bytes})"
+    );
+}
