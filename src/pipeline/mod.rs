@@ -131,6 +131,11 @@ where
         let outputs = entry.outputs.iter().map(from_outbox).collect();
         return Ok(TurnResult::Republished { outputs });
     }
+    // Entries the committed offsets have passed are not needed again; pruned now, a turn parked
+    // on a model call does not hold them.
+    outbox.retain(|e| {
+        e.topic == at.topic && e.partition == at.partition && e.offset >= at.committed_mark
+    });
     let (state, in_flight) = match &row {
         None => (AgentState::default(), None),
         Some(r) => decode_record(&r.state, r.in_flight.as_deref())?,
@@ -139,18 +144,18 @@ where
     drop(row);
     let fence = at.fence();
     let start = TurnStart::new(state, in_flight, &turn.turn_id);
-    let processed = Box::pin(decide_turn(engine, store, model, tools, turn, start, fence)).await?;
+    // Boxed once decided: the outcome (its state and replies) is held across the save's await,
+    // and inline it would size every turn's future for that await, parked ones too.
+    let processed =
+        Box::new(Box::pin(decide_turn(engine, store, model, tools, turn, start, fence)).await?);
     telemetry::record_outcome(&processed.outcome);
     if processed.outcome.duplicate {
         return Ok(TurnResult::Processed {
-            processed: Box::new(processed),
+            processed,
             outputs: Vec::new(),
         });
     }
     let outputs = encode_outputs(turn, &processed.outcome, now_ms());
-    outbox.retain(|e| {
-        e.topic == at.topic && e.partition == at.partition && e.offset >= at.committed_mark
-    });
     outbox.push(OutboxEntry {
         topic: at.topic.to_owned(),
         partition: at.partition,
@@ -166,10 +171,7 @@ where
         epoch: at.epoch,
     };
     Box::pin(store.save_turn(&turn.identity, &record, fence)).await?;
-    Ok(TurnResult::Processed {
-        processed: Box::new(processed),
-        outputs,
-    })
+    Ok(TurnResult::Processed { processed, outputs })
 }
 
 /// How one record ended in [`handle_record`]; `as_str` is the `outcome` metric label.
