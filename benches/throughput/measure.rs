@@ -32,6 +32,50 @@ pub fn cpu_seconds(pid: u32, ticks: f64) -> Option<f64> {
     Some((utime + stime) / ticks)
 }
 
+/// Task switches of every thread of a process so far: (voluntary, involuntary). Involuntary ones
+/// are preemptions: many per turn mean the worker shared its cores with the services and the load
+/// generator, which makes its CPU per turn higher and noisier (caches and TLB refilled each time).
+pub fn task_switches(pid: u32) -> Option<(u64, u64)> {
+    let mut total = (0, 0);
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .flatten()
+    {
+        let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
+            continue; // the thread ended between the listing and the read
+        };
+        for line in status.lines() {
+            let count = |prefix: &str| {
+                line.strip_prefix(prefix)
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+            };
+            if let Some(v) = count("voluntary_ctxt_switches:") {
+                total.0 += v;
+            } else if let Some(v) = count("nonvoluntary_ctxt_switches:") {
+                total.1 += v;
+            }
+        }
+    }
+    Some(total)
+}
+
+/// The machine's CPU time so far from `/proc/stat`, in ticks: (busy, total). Busy is everything
+/// but idle and I/O wait, so busy ÷ total over a phase is how loaded the cores were.
+pub fn machine_cpu() -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let fields: Vec<u64> = stat
+        .lines()
+        .next()?
+        .strip_prefix("cpu ")?
+        .split_whitespace()
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal (guest time is already inside user).
+    let total: u64 = fields.iter().take(8).sum();
+    let idle = fields.get(3)? + fields.get(4)?;
+    Some((total - idle, total))
+}
+
 /// A `/proc/<pid>/status` field in kB (VmHWM, VmRSS).
 pub fn status_kb(pid: u32, field: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;

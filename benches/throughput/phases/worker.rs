@@ -16,8 +16,8 @@ use turnstile::testkit::worker_process::{self, http_get, WorkerEnv};
 use crate::args::{Args, DecisionModel};
 use crate::io::PhaseIo;
 use crate::measure::{
-    cpu_seconds, decisions_breakdown, health, metric_sum, metric_sum_where, model_calls_per_turn,
-    sample, save_metrics, status_kb,
+    cpu_seconds, decisions_breakdown, health, machine_cpu, metric_sum, metric_sum_where,
+    model_calls_per_turn, sample, save_metrics, status_kb, task_switches,
 };
 use crate::reader::Reader;
 use crate::report::{fill_load, Row};
@@ -160,6 +160,8 @@ pub async fn worker_phase(
     let executions_before = fx.tools.executions().len();
     let calls_before = fx.tools.calls().len();
     let cpu0 = cpu_seconds(worker.pid(), fx.ticks).unwrap_or(0.0);
+    let switches0 = task_switches(worker.pid());
+    let machine0 = machine_cpu();
     let stop = Arc::new(AtomicBool::new(false));
     let sampler = sample(worker.pid(), worker.listen.clone(), stop.clone());
     eprintln!(
@@ -178,6 +180,8 @@ pub async fn worker_phase(
     )
     .await;
     let cpu1 = cpu_seconds(worker.pid(), fx.ticks).unwrap_or(cpu0);
+    let switches1 = task_switches(worker.pid());
+    let machine1 = machine_cpu();
     stop.store(true, Ordering::Relaxed);
     let samples = sampler.join().unwrap_or_default();
     let metrics = worker.metrics();
@@ -253,12 +257,42 @@ pub async fn worker_phase(
         *by_tool.entry(e.tool.as_str()).or_default() += 1;
     }
     row.dead_letters = dead;
+    let contention = contention(
+        switches0.zip(switches1),
+        machine0.zip(machine1),
+        worker_turns,
+    );
     row.notes = format!(
-        "worker turns {worker_turns:.0}; dead letters {dead}; outputs matched to no waiting turn {unmatched}; executions by tool {by_tool:?}; {}",
+        "worker turns {worker_turns:.0}; dead letters {dead}; outputs matched to no waiting turn {unmatched}; executions by tool {by_tool:?}; {contention}{}",
         health(&metrics)
     );
     save_metrics(&fx.log_dir, phase, &metrics);
     Ok(row)
+}
+
+/// Task switches per turn and how busy the machine was over the load: what the CPU figure was
+/// measured under (see docs/benchmarks.md, "Reading the CPU figure").
+fn contention(
+    switches: Option<((u64, u64), (u64, u64))>,
+    machine: Option<((u64, u64), (u64, u64))>,
+    turns: f64,
+) -> String {
+    let mut out = String::new();
+    if let Some(((v0, i0), (v1, i1))) = switches {
+        out += &format!(
+            "worker task switches per turn {:.2} voluntary, {:.2} involuntary; ",
+            v1.saturating_sub(v0) as f64 / turns,
+            i1.saturating_sub(i0) as f64 / turns
+        );
+    }
+    if let Some(((b0, t0), (b1, t1))) = machine {
+        let total = t1.saturating_sub(t0);
+        if total > 0 {
+            let busy = b1.saturating_sub(b0) as f64 * 100.0 / total as f64;
+            out += &format!("machine CPU busy {busy:.0} % over the load; ");
+        }
+    }
+    out
 }
 
 pub async fn backlog_phase(args: &Args, fx: &Fixture) -> Result<Row, String> {
