@@ -94,6 +94,7 @@ fn text_report_lists_every_polarity_error_with_its_utterance() {
     let r = report(&[path]);
     assert_eq!(r["polarity_errors"], 2);
     assert_eq!(r["yes_recall"], 0.5);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -126,4 +127,5 @@ fn bad_input_names_the_problem_and_exits_64() {
         assert!(stderr.contains(message), "{args:?}: {stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -277,6 +277,23 @@ struct Fixture {
     producer: FutureProducer,
 }
 
+impl Fixture {
+    /// Where this fixture's child workers write their JSON logs.
+    fn log_dir(&self) -> std::path::PathBuf {
+        std::env::temp_dir().join(format!("turnstile-worker-kafka-{}", self.suffix))
+    }
+}
+
+impl Drop for Fixture {
+    /// The child workers' logs are kept for a failing test (its assertion messages point at
+    /// them) and removed after a passing one, so test runs do not fill the temporary folder.
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(self.log_dir());
+        }
+    }
+}
+
 async fn fixture(name: &str, partitions: i32) -> Fixture {
     require_services();
     let keyspace = tokio::task::block_in_place(keyspace).to_owned();
@@ -471,7 +488,7 @@ impl Fixture {
 
     /// Starts `turnstile run` as a child process writing its JSON log to a file.
     fn spawn_child(&self, instance: &str, extra_env: &[(&str, String)]) -> ChildWorker {
-        let dir = std::env::temp_dir().join(format!("turnstile-worker-kafka-{}", self.suffix));
+        let dir = self.log_dir();
         std::fs::create_dir_all(&dir).expect("log directory");
         let log = dir.join(format!("{instance}-{}.log", bus::unique_suffix()));
         let mut env = WorkerEnv {
