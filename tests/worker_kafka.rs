@@ -277,13 +277,6 @@ struct Fixture {
     producer: FutureProducer,
 }
 
-impl Fixture {
-    /// Where this fixture's child workers write their JSON logs.
-    fn log_dir(&self) -> std::path::PathBuf {
-        std::env::temp_dir().join(format!("turnstile-worker-kafka-{}", self.suffix))
-    }
-}
-
 impl Drop for Fixture {
     /// The child workers' logs are kept for a failing test (its assertion messages point at
     /// them) and removed after a passing one, so test runs do not fill the temporary folder.
@@ -484,6 +477,11 @@ impl Fixture {
             stop: Some(stop_tx),
             done: done_rx,
         }
+    }
+
+    /// Where this fixture's child workers write their JSON logs.
+    fn log_dir(&self) -> std::path::PathBuf {
+        std::env::temp_dir().join(format!("turnstile-worker-kafka-{}", self.suffix))
     }
 
     /// Starts `turnstile run` as a child process writing its JSON log to a file.

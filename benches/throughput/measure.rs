@@ -44,17 +44,8 @@ pub fn task_switches(pid: u32) -> Option<(u64, u64)> {
         let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
             continue; // the thread ended between the listing and the read
         };
-        for line in status.lines() {
-            let count = |prefix: &str| {
-                line.strip_prefix(prefix)
-                    .and_then(|v| v.trim().parse::<u64>().ok())
-            };
-            if let Some(v) = count("voluntary_ctxt_switches:") {
-                total.0 += v;
-            } else if let Some(v) = count("nonvoluntary_ctxt_switches:") {
-                total.1 += v;
-            }
-        }
+        total.0 += status_value(&status, "voluntary_ctxt_switches:").unwrap_or(0);
+        total.1 += status_value(&status, "nonvoluntary_ctxt_switches:").unwrap_or(0);
     }
     Some(total)
 }
@@ -78,7 +69,14 @@ pub fn machine_cpu() -> Option<(u64, u64)> {
 
 /// A `/proc/<pid>/status` field in kB (VmHWM, VmRSS).
 pub fn status_kb(pid: u32, field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status_value(
+        &std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?,
+        field,
+    )
+}
+
+/// The number after `field` in a `/proc` status text (`VmHWM:  1234 kB`, `voluntary_ctxt_switches:  7`).
+fn status_value(status: &str, field: &str) -> Option<u64> {
     status
         .lines()
         .find(|l| l.starts_with(field))?

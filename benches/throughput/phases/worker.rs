@@ -271,7 +271,7 @@ pub async fn worker_phase(
 }
 
 /// Task switches per turn and how busy the machine was over the load: what the CPU figure was
-/// measured under (see docs/benchmarks.md, "Reading the CPU figure").
+/// measured under (docs/benchmarks.md, "Method" and "The 17 % bisected").
 fn contention(
     switches: Option<((u64, u64), (u64, u64))>,
     machine: Option<((u64, u64), (u64, u64))>,
