@@ -8,7 +8,8 @@
 //!   Kafka record ──► worker (consumer, key-ordered dispatch) ──► pipeline::handle_record
 //!                                                                   │ decode (message, IO-3)
 //!        ports::CheckpointStore ◄── load ───────────────────────────┤ fenced? republish from outbox?
-//!   (store::RetryingStore → ScyllaCheckpointStore | InMemory)       │
+//!   (store::RetryingStore → ScyllaCheckpointStore | InMemory)       │ (or pipeline::cache: the row
+//!                                                                   │  saved under the same lease)
 //!                                                                   ├ decide: domain::engine (pure)
 //!        ports::DecisionModel / ports::ToolGateway ◄── answers ─────┤   Request::{Classify, Route,
 //!        ports::CheckpointStore ◄── write-ahead (LC-4) ─────────────┤   Interpret, PreValidate,
@@ -18,7 +19,8 @@
 //!     one Kafka transaction: outputs + consumed offset
 //!   feedback: committed offsets (committer marks) prune the outbox at the next save; the
 //!   write-ahead row lets a restarted worker finish an execution with the recorded answers; a
-//!   record redelivered after its save is republished from the outbox, byte for byte
+//!   record redelivered after its save is republished from the outbox, byte for byte; a failed
+//!   commit, a fence or a revocation drops cached rows (the next turn reads the store)
 //! ```
 //!
 //! | module | what it is |
@@ -29,7 +31,7 @@
 //! | [`model`] | model-backed decisions: prompts, defensive output parsing, `OpenAiCompatibleModel` (HTTP chat), [`model::embedding`] (`EmbeddingModel`: example utterances, fitted head, `/v1/embeddings` client), [`model::configured`] (per-skill provider and the cascade), `ScriptedModel` |
 //! | [`tool`] | domain tool endpoints: `HttpToolGateway` (webhooks, retries, idempotency keys, evidence), `ScriptedTools` |
 //! | [`store`] | checkpoint stores: `ScyllaCheckpointStore` (CQL), `InMemoryCheckpointStore` (same write semantics), [`store::fencing`] (the IO-4 write timestamp), [`store::retrying`] (`RetryingStore`, the one retry layer) |
-//! | [`pipeline`] | one record through the flow, for the worker and the scenario runner alike: `handle_record` (decode, fencing, republish, dead letters), `apply_turn`, [`pipeline::decide`] (the engine loop, write-ahead), [`pipeline::outbox`] |
+//! | [`pipeline`] | one record through the flow, for the worker and the scenario runner alike: `handle_record` (decode, fencing, republish, dead letters), `apply_turn`, [`pipeline::decide`] (the engine loop, write-ahead), [`pipeline::outbox`], [`pipeline::cache`] (`CheckpointCache`: rows saved under the current lease, read instead of the store) |
 //! | [`message`] | wire formats: inbound turn decoding (IO-3), replies, CloudEvents, dead-letter records |
 //! | `testkit` (feature `harness`) | real loopback HTTP servers speaking the model and tool protocols, scripted, with faults |
 //! | [`cli`] | subcommands of the binary (`classify`, `eval`, …) |

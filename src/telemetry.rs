@@ -36,6 +36,10 @@ pub const CHECKPOINT_ERRORS_TOTAL: &str = "turnstile_checkpoint_errors_total";
 /// The `op` label values of `turnstile_checkpoint_errors_total`.
 pub const CHECKPOINT_OPS: [&str; 3] = ["load", "save", "acquire_epoch"];
 pub const CHECKPOINT_DECODE_FAILURES_TOTAL: &str = "turnstile_checkpoint_decode_failures_total";
+pub const CHECKPOINT_CACHE_LOOKUPS_TOTAL: &str = "turnstile_checkpoint_cache_lookups_total";
+pub const CHECKPOINT_CACHE_INVALIDATIONS_TOTAL: &str =
+    "turnstile_checkpoint_cache_invalidations_total";
+pub const CHECKPOINT_CACHE_BYTES: &str = "turnstile_checkpoint_cache_bytes";
 pub const FENCED_WRITES_TOTAL: &str = "turnstile_fenced_writes_total";
 pub const DEAD_LETTERS_TOTAL: &str = "turnstile_dead_letters_total";
 pub const PARTITIONS_ASSIGNED: &str = "turnstile_partitions_assigned";
@@ -167,6 +171,23 @@ pub fn describe() {
         CHECKPOINT_DECODE_FAILURES_TOTAL,
         Unit::Count,
         "Stored checkpoints that could not be decoded, by reason (ST-4)."
+    );
+    describe_counter!(
+        CHECKPOINT_CACHE_LOOKUPS_TOTAL,
+        Unit::Count,
+        "Turns that looked for their checkpoint in the worker's cache, by result (hit: no store \
+         read; miss: read from the store)."
+    );
+    describe_counter!(
+        CHECKPOINT_CACHE_INVALIDATIONS_TOTAL,
+        Unit::Count,
+        "Cached checkpoints dropped before use, by reason (revoked, fenced, commit_failed)."
+    );
+    describe_gauge!(
+        CHECKPOINT_CACHE_BYTES,
+        Unit::Bytes,
+        "Bytes the checkpoint cache holds (rows plus bookkeeping), at most \
+         TURNSTILE_CHECKPOINT_CACHE_BYTES."
     );
     describe_counter!(
         FENCED_WRITES_TOTAL,

@@ -21,8 +21,9 @@ use turnstile::domain::effect::{
 use turnstile::domain::engine::{single_attempt_result, Engine};
 use turnstile::domain::turn::Identity;
 use turnstile::message::{DeadLetterReason, DecodeLimits, InboundRecord, OutputTopic};
+use turnstile::pipeline::cache::Invalidation;
 use turnstile::pipeline::outbox;
-use turnstile::pipeline::{handle_record, Disposition, Handled, Rules};
+use turnstile::pipeline::{handle_record, CheckpointCache, Disposition, Handled, Rules};
 use turnstile::ports::{
     CallContext, CheckpointRecord, CheckpointStore, DecisionModel, Fence, StoreError, ToolGateway,
 };
@@ -118,6 +119,8 @@ struct World {
     limits: DecodeLimits,
     model: CountingModel,
     tools: RecordingTools,
+    /// The worker's checkpoint cache, when the test plays a worker that has one.
+    cache: Option<CheckpointCache>,
 }
 
 impl World {
@@ -128,6 +131,14 @@ impl World {
             limits: DecodeLimits::default(),
             model: CountingModel::default(),
             tools: RecordingTools::default(),
+            cache: None,
+        }
+    }
+
+    fn cached() -> Self {
+        World {
+            cache: Some(CheckpointCache::new(1 << 20)),
+            ..World::new()
         }
     }
 
@@ -139,10 +150,24 @@ impl World {
         epoch: i64,
         committed_mark: i64,
     ) -> Handled {
+        self.try_handle(store, offset, payload, epoch, committed_mark)
+            .await
+            .expect("no store error escapes")
+    }
+
+    async fn try_handle<S: CheckpointStore>(
+        &self,
+        store: &S,
+        offset: i64,
+        payload: &[u8],
+        epoch: i64,
+        committed_mark: i64,
+    ) -> Result<Handled, StoreError> {
         let rules = Rules {
             engine: Engine::new(&self.catalog, &self.settings),
             catalog: &self.catalog,
             limits: &self.limits,
+            cache: self.cache.as_ref(),
         };
         let key = identity().key();
         let record = InboundRecord {
@@ -164,7 +189,6 @@ impl World {
             committed_mark,
         )
         .await
-        .expect("no store error escapes")
     }
 }
 
@@ -411,4 +435,213 @@ async fn rows_written_by_release_0_1_still_load_and_recover() {
         state.history.iter().any(|e| e.turn_id == "u1"),
         "history kept"
     );
+}
+
+/// Counts loads; fails the turn-end save while `fail_turn_end` is set (a crash after the
+/// write-ahead, as the caller sees it).
+#[derive(Default)]
+struct Observed {
+    inner: InMemoryCheckpointStore,
+    loads: AtomicUsize,
+    fail_turn_end: std::sync::atomic::AtomicBool,
+}
+
+impl CheckpointStore for Observed {
+    async fn load(&self, id: &Identity) -> Result<Option<CheckpointRecord>, StoreError> {
+        self.loads.fetch_add(1, Ordering::SeqCst);
+        self.inner.load(id).await
+    }
+    async fn save_write_ahead(
+        &self,
+        id: &Identity,
+        r: &CheckpointRecord,
+        f: Fence,
+    ) -> Result<(), StoreError> {
+        self.inner.save_write_ahead(id, r, f).await
+    }
+    async fn save_turn(
+        &self,
+        id: &Identity,
+        r: &CheckpointRecord,
+        f: Fence,
+    ) -> Result<(), StoreError> {
+        if self.fail_turn_end.load(Ordering::SeqCst) {
+            return Err(StoreError::Unavailable("connection reset".into()));
+        }
+        self.inner.save_turn(id, r, f).await
+    }
+    async fn acquire_epoch(&self, t: &str, p: i32, o: &str) -> Result<i64, StoreError> {
+        self.inner.acquire_epoch(t, p, o).await
+    }
+}
+
+/// What a turn decided, as the checks compare it (outputs carry the wall clock; these do not).
+fn decided(h: &Handled) -> (Disposition, Vec<String>, Vec<String>) {
+    let (replies, events) = h.processed.as_ref().map_or_else(Default::default, |p| {
+        (
+            p.outcome.replies.iter().map(|r| format!("{r:?}")).collect(),
+            p.outcome
+                .events
+                .iter()
+                .map(|e| e.kind.as_str().to_owned())
+                .collect(),
+        )
+    });
+    (h.disposition, replies, events)
+}
+
+/// docs/store.md "The checkpoint cache": a worker with the cache decides every turn exactly as
+/// one without it and stores the same rows, while reading the store only when it must: the
+/// conversation's first turn, and after a republish took the entry out.
+#[tokio::test]
+async fn the_checkpoint_cache_changes_no_decision_and_skips_the_reads_it_may() {
+    let (plain, with_cache) = (World::new(), World::cached());
+    let (a, b) = (Observed::default(), Observed::default());
+    let script: [(i64, &str, &str); 6] = [
+        (1, "u1", "show my bill"),
+        (2, "u2", "thanks"),
+        (3, "u3", "show my bill"),
+        // The same record again before its commit: republished, the entry taken out.
+        (3, "u3", "show my bill"),
+        (4, "u4", "I want to cancel my order"),
+        (5, "u5", "show my bill"),
+    ];
+    for (offset, turn_id, text) in script {
+        let x = plain
+            .handle(&a, offset, &payload(turn_id, text), 1, 0)
+            .await;
+        let y = with_cache
+            .handle(&b, offset, &payload(turn_id, text), 1, 0)
+            .await;
+        assert_eq!(
+            decided(&x),
+            decided(&y),
+            "turn {turn_id} at offset {offset}"
+        );
+        let (ra, rb) = (a.inner.get(&identity()), b.inner.get(&identity()));
+        assert_eq!(
+            ra.as_ref().map(|r| (&r.state, r.applied, r.epoch)),
+            rb.as_ref().map(|r| (&r.state, r.applied, r.epoch)),
+            "the stored state after {turn_id}"
+        );
+    }
+    assert_eq!(
+        a.loads.load(Ordering::SeqCst),
+        6,
+        "without the cache: every turn"
+    );
+    assert_eq!(
+        b.loads.load(Ordering::SeqCst),
+        2,
+        "with it: the first turn, and the one after the republish"
+    );
+    assert_eq!(
+        *plain.tools.keys.lock().unwrap(),
+        *with_cache.tools.keys.lock().unwrap(),
+        "the same executions, with the same idempotency keys"
+    );
+}
+
+/// IO-4 with the cache: a row is read from it only under the lease it was written under; a new
+/// lease, a failed Kafka transaction (a worker that may have lost its group membership) and a
+/// fenced partition all send the next turn to the store, where the newer owner's row is seen.
+#[tokio::test]
+async fn a_cached_row_is_used_only_under_the_lease_it_was_written_under() {
+    let (ours, theirs) = (World::cached(), World::new());
+    let store = Observed::default();
+    let cache = ours.cache.as_ref().unwrap();
+    let h = ours
+        .handle(&store, 1, &payload("u1", "show my bill"), 1, 0)
+        .await;
+    assert_eq!(h.disposition, Disposition::Applied);
+    assert_eq!(cache.len(), 1);
+    // The partition moves to a newer owner (epoch 2), which applies the next record.
+    let h = theirs
+        .handle(&store, 2, &payload("u2", "show my bill"), 2, 0)
+        .await;
+    assert_eq!(h.disposition, Disposition::Applied);
+
+    // Our commit fails (we were fenced out of the group): the cache is emptied and suspended,
+    // so our next turn reads the store and is fenced by the newer row.
+    cache.suspend();
+    let h = ours
+        .handle(&store, 3, &payload("u3", "show my bill"), 1, 0)
+        .await;
+    assert_eq!(h.disposition, Disposition::Fenced);
+    assert_eq!(ours.tools.keys.lock().unwrap().len(), 1, "nothing executed");
+
+    // The partition comes back under epoch 3: our turn starts from the newer owner's row.
+    cache.resume();
+    let loads = store.loads.load(Ordering::SeqCst);
+    let h = ours.handle(&store, 4, &payload("u4", "thanks"), 3, 0).await;
+    assert_eq!(h.disposition, Disposition::Applied);
+    assert_eq!(
+        store.loads.load(Ordering::SeqCst),
+        loads + 1,
+        "read the store"
+    );
+    let state = &h.processed.as_ref().unwrap().outcome.state;
+    assert!(
+        state.history.iter().any(|e| e.turn_id == "u2"),
+        "the newer owner's turn is in the history"
+    );
+    assert_eq!(cache.len(), 1, "kept under epoch 3");
+
+    // A cached row of an older epoch misses even when nothing dropped it.
+    let h = theirs
+        .handle(&store, 5, &payload("u5", "thanks"), 4, 0)
+        .await;
+    assert_eq!(h.disposition, Disposition::Applied);
+    let h = ours.handle(&store, 6, &payload("u6", "thanks"), 5, 0).await;
+    assert_eq!(h.disposition, Disposition::Applied);
+    let state = &h.processed.as_ref().unwrap().outcome.state;
+    assert!(state.history.iter().any(|e| e.turn_id == "u5"));
+
+    // A fence seen on the partition drops its rows: the next turn reads the store.
+    let h = theirs
+        .handle(&store, 7, &payload("u7", "thanks"), 6, 0)
+        .await;
+    assert_eq!(h.disposition, Disposition::Applied);
+    cache.forget_partition(0, Invalidation::Fenced);
+    assert!(cache.is_empty());
+    let h = ours.handle(&store, 8, &payload("u8", "thanks"), 5, 0).await;
+    assert_eq!(h.disposition, Disposition::Fenced);
+}
+
+/// LC-4 with the cache: a turn whose end was never saved (the process died after the
+/// write-ahead, or the save failed) is recovered from the store's write-ahead row on its
+/// redelivery, not decided again from the row the cache held before it.
+#[tokio::test]
+async fn a_turn_that_ended_unsaved_recovers_from_the_store_not_the_cache() {
+    let w = World::cached();
+    let store = Observed::default();
+    let h = w
+        .handle(&store, 1, &payload("u1", "show my bill"), 1, 0)
+        .await;
+    assert_eq!(h.disposition, Disposition::Applied);
+    store.fail_turn_end.store(true, Ordering::SeqCst);
+    let failed = w
+        .try_handle(&store, 2, &payload("u2", "show my bill"), 1, 0)
+        .await;
+    assert!(failed.is_err(), "the save failed: {failed:?}");
+    assert!(
+        store.inner.get(&identity()).unwrap().in_flight.is_some(),
+        "the write-ahead row is stored"
+    );
+    store.fail_turn_end.store(false, Ordering::SeqCst);
+    let h = w
+        .handle(&store, 2, &payload("u2", "show my bill"), 1, 0)
+        .await;
+    assert_eq!(h.disposition, Disposition::Applied);
+    assert!(
+        h.processed.unwrap().recovered,
+        "resumed from the write-ahead"
+    );
+    let keys = w.tools.keys.lock().unwrap().clone();
+    assert_eq!(keys.len(), 3);
+    assert_eq!(
+        keys[1], keys[2],
+        "the same execution, with its idempotency key"
+    );
+    assert_eq!(store.inner.get(&identity()).unwrap().in_flight, None);
 }

@@ -1735,6 +1735,13 @@ async fn io5_metrics_health_and_readiness_of_a_running_worker() {
     wait_for(&mut reader, "the reply and the dead letter", |seen| {
         !for_turn(seen, &replies, &bill).is_empty() && on(seen, &dead).count() >= 1
     });
+    // The conversation's next turn under the same lease reads the row the worker just saved
+    // from its checkpoint cache (docs/store.md §7), and is answered.
+    let again = format!("{session}-again");
+    fx.send_text("t1", &session, &again, "thanks").await;
+    wait_for(&mut reader, "the reply to the second turn", |seen| {
+        !for_turn(seen, &replies, &again).is_empty()
+    });
     let (status, metrics) = http_get(&format!("{base}/metrics"))
         .await
         .unwrap_or_else(|e| panic!("GET /metrics: {e}"));
@@ -1770,6 +1777,18 @@ async fn io5_metrics_health_and_readiness_of_a_running_worker() {
         ),
         Some(1.0),
         "the dead letter is counted by reason:\n{metrics}"
+    );
+    let lookups = |result: &str| {
+        series_value(
+            &metrics,
+            "turnstile_checkpoint_cache_lookups_total",
+            &format!("result=\"{result}\""),
+        )
+    };
+    assert_eq!(
+        (lookups("miss"), lookups("hit")),
+        (Some(1.0), Some(1.0)),
+        "the first turn read the store, the second the cache:\n{metrics}"
     );
     // Readiness and the in-flight caps as gauges (the alerts compare against them): ready 1
     // while /readyz answers 200, the caps as configured (defaults here).

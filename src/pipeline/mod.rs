@@ -8,7 +8,9 @@
 //! |---|---|
 //! | [`decide`] | the engine loop: each request performed through the ports, the LC-4 write-ahead |
 //! | [`outbox`] | outputs kept in the checkpoint until their commit is known (republish, EV-1) |
+//! | [`cache`] | `CheckpointCache`: the rows this worker saved, read instead of the store under the same lease |
 
+pub mod cache;
 pub mod decide;
 pub mod outbox;
 
@@ -31,6 +33,7 @@ use crate::ports::{
 use crate::store::fencing::{write_timestamp, PHASE_TURN_END};
 use crate::telemetry;
 
+pub use cache::CheckpointCache;
 pub use decide::{decide_turn, InFlightTurn, TurnStart};
 use outbox::{from_outbox, to_outbox, OutboxEntry};
 
@@ -95,7 +98,10 @@ pub enum TurnResult {
     Fenced,
 }
 
-/// Loads, decides and saves one turn at `at` (see the module doc).
+/// Loads, decides and saves one turn at `at` (see the module doc). With a `cache`, the row this
+/// worker saved for the conversation under the same lease is read from it instead of the store,
+/// and the turn's own row is kept there once saved ([`cache`]).
+#[allow(clippy::too_many_arguments)]
 pub async fn apply_turn<S, M, T>(
     engine: &Engine<'_>,
     store: &S,
@@ -103,14 +109,23 @@ pub async fn apply_turn<S, M, T>(
     tools: &T,
     turn: &Turn,
     at: Position<'_>,
+    cache: Option<&CheckpointCache>,
 ) -> Result<TurnResult, PipelineError>
 where
     S: CheckpointStore,
     M: DecisionModel,
     T: ToolGateway,
 {
-    // Boxed: the adapters' futures are large; a parked turn holds only the one it awaits.
-    let row = Box::pin(store.load(&turn.identity)).await?;
+    let cached = cache.and_then(|c| c.take(&turn.identity, at.partition, at.epoch));
+    tracing::Span::current().record(
+        "checkpoint",
+        if cached.is_some() { "cached" } else { "stored" },
+    );
+    let row = match cached {
+        Some(row) => Some(row),
+        // Boxed: the adapters' futures are large; a parked turn holds only the one it awaits.
+        None => Box::pin(store.load(&turn.identity)).await?,
+    };
     if row.as_ref().is_some_and(|r| r.epoch > at.epoch) {
         tracing::warn!(
             epoch = at.epoch,
@@ -171,6 +186,9 @@ where
         epoch: at.epoch,
     };
     Box::pin(store.save_turn(&turn.identity, &record, fence)).await?;
+    if let Some(c) = cache {
+        c.keep(&turn.identity, at.partition, at.epoch, record);
+    }
     Ok(TurnResult::Processed { processed, outputs })
 }
 
@@ -214,6 +232,8 @@ pub struct Rules<'a> {
     pub engine: Engine<'a>,
     pub catalog: &'a Catalog,
     pub limits: &'a DecodeLimits,
+    /// The worker's [`CheckpointCache`]; `None` reads every checkpoint from the store.
+    pub cache: Option<&'a CheckpointCache>,
 }
 
 /// One inbound record end to end: decode (IO-3) → [`apply_turn`] → the outputs to publish, or a
@@ -273,7 +293,7 @@ where
         epoch,
         committed_mark,
     };
-    let result = apply_turn(&rules.engine, store, model, tools, &turn, at).await;
+    let result = apply_turn(&rules.engine, store, model, tools, &turn, at, rules.cache).await;
     let (disposition, outputs, processed) = match result {
         Ok(TurnResult::Processed { processed, outputs }) => {
             let disposition = if processed.outcome.duplicate {
@@ -340,7 +360,7 @@ where
         epoch,
         committed_mark: offset,
     };
-    match apply_turn(engine, store, model, tools, turn, at).await? {
+    match apply_turn(engine, store, model, tools, turn, at, None).await? {
         TurnResult::Processed { processed, .. } => Ok(*processed),
         // Unreachable by construction (a new offset is never in the outbox; the epoch is the
         // stored one), but named rather than assumed.

@@ -20,7 +20,7 @@ use crate::domain::engine::Engine;
 use crate::domain::state::AgentState;
 use crate::domain::turn::{Turn, TurnInput};
 use crate::model::ScriptedModel;
-use crate::pipeline::{apply_turn, Position, ProcessedTurn, TurnResult};
+use crate::pipeline::{apply_turn, CheckpointCache, Position, ProcessedTurn, TurnResult};
 use crate::ports::CheckpointStore;
 use crate::scenario::format::{load_scenario, Scenario, ScenarioTurn, TurnInputSpec};
 use crate::scenario::matcher;
@@ -152,7 +152,13 @@ pub fn run_paths(paths: &[PathBuf]) -> Result<RunReport, String> {
 struct InProcessWorker {
     catalog: Catalog,
     settings: Settings,
+    /// As the Kafka worker's: each turn after a conversation's first reads the row this worker
+    /// saved; a restart starts with none.
+    cache: CheckpointCache,
 }
+
+/// Ample for one conversation: every turn after the first is read from the cache.
+const SCENARIO_CACHE_BYTES: usize = 1 << 20;
 
 /// The partition lease a (new) in-process worker takes before its first turn (IO-4).
 async fn take_lease(store: &InMemoryCheckpointStore) -> Result<i64, String> {
@@ -182,6 +188,7 @@ async fn run_scenario(
     let mut worker = InProcessWorker {
         catalog: load(catalogs)?,
         settings: settings.clone(),
+        cache: CheckpointCache::new(SCENARIO_CACHE_BYTES),
     };
     let store = InMemoryCheckpointStore::new();
     let mut epoch = take_lease(&store).await?;
@@ -195,6 +202,7 @@ async fn run_scenario(
             worker = InProcessWorker {
                 catalog: load(catalogs)?,
                 settings: settings.clone(),
+                cache: CheckpointCache::new(SCENARIO_CACHE_BYTES),
             };
             epoch = take_lease(&store).await?;
         }
@@ -220,9 +228,17 @@ async fn run_scenario(
         };
         let at = deliver(next_offset);
         next_offset += 1;
-        let (processed, outputs) = match apply_turn(&engine, &store, &model, &tools, &turn, at)
-            .await
-            .map_err(|e| format!("turn {n}: {e}"))?
+        let (processed, outputs) = match apply_turn(
+            &engine,
+            &store,
+            &model,
+            &tools,
+            &turn,
+            at,
+            Some(&worker.cache),
+        )
+        .await
+        .map_err(|e| format!("turn {n}: {e}"))?
         {
             TurnResult::Processed { processed, outputs } => (processed, outputs),
             other => {
@@ -235,7 +251,17 @@ async fn run_scenario(
         if spec.redeliver {
             let before = store.get(&turn.identity);
             // The same record before its commit: republished from the outbox, byte for byte.
-            match apply_turn(&engine, &store, &model, &tools, &turn, at).await {
+            match apply_turn(
+                &engine,
+                &store,
+                &model,
+                &tools,
+                &turn,
+                at,
+                Some(&worker.cache),
+            )
+            .await
+            {
                 Ok(TurnResult::Republished { outputs: again }) if again == outputs => {}
                 Ok(TurnResult::Processed { ref processed, .. })
                     if processed.outcome.duplicate && outputs.is_empty() => {}
@@ -249,9 +275,17 @@ async fn run_scenario(
             // The same turn id in a new record: a duplicate that changes nothing (EV-1).
             let again = deliver(next_offset);
             next_offset += 1;
-            let again = match apply_turn(&engine, &store, &model, &tools, &turn, again)
-                .await
-                .map_err(|e| format!("turn {n} (redelivered): {e}"))?
+            let again = match apply_turn(
+                &engine,
+                &store,
+                &model,
+                &tools,
+                &turn,
+                again,
+                Some(&worker.cache),
+            )
+            .await
+            .map_err(|e| format!("turn {n} (redelivered): {e}"))?
             {
                 TurnResult::Processed { processed, outputs } if outputs.is_empty() => processed,
                 other => {

@@ -18,6 +18,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use crate::message::{
     Output, OutputTopic, Topics, HEADER_CONTENT_TYPE, HEADER_OUTPUT_ID, HEADER_TURN_ID,
 };
+use crate::pipeline::CheckpointCache;
 use crate::telemetry;
 use crate::worker::consumer::WorkerConsumer;
 use crate::worker::offsets::PartitionOffsets;
@@ -63,6 +64,8 @@ pub struct Committer {
     pending: BTreeMap<i32, Vec<Pending>>,
     last_committed: BTreeMap<i32, i64>,
     marks: CommittedMarks,
+    /// Suspended while transactions fail (a zombie fails them all), resumed on success.
+    cache: Arc<CheckpointCache>,
 }
 
 impl Committer {
@@ -71,6 +74,7 @@ impl Committer {
         consumer: Arc<WorkerConsumer>,
         topics: Topics,
         marks: CommittedMarks,
+        cache: Arc<CheckpointCache>,
     ) -> Self {
         Committer {
             producer,
@@ -80,6 +84,7 @@ impl Committer {
             pending: BTreeMap::new(),
             last_committed: BTreeMap::new(),
             marks,
+            cache,
         }
     }
 
@@ -215,6 +220,7 @@ impl Committer {
         histogram!(telemetry::COMMIT_DURATION_SECONDS).record(started.elapsed().as_secs_f64());
         match result {
             Ok(()) => {
+                self.cache.resume();
                 // Drop what was published; remember the marks.
                 let mut by_partition: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
                 for (p, i) in batch {
@@ -240,6 +246,9 @@ impl Committer {
             }
             Err(e) => {
                 counter!(telemetry::COMMIT_FAILURES_TOTAL).increment(1);
+                // This worker may have lost its partitions without being told: read the store,
+                // where a new owner's rows fence its turns, until a transaction succeeds.
+                self.cache.suspend();
                 if let KafkaError::Transaction(ref te) = e {
                     if te.is_fatal() {
                         return Err(CommitError::Fatal(e.to_string()));

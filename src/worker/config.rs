@@ -25,6 +25,9 @@ pub struct WorkerConfig {
     pub embeddings_max_concurrency: usize,
     /// Checkpoint reads and writes in progress at once; the rest wait.
     pub store_max_concurrency: usize,
+    /// Bytes of checkpoint rows kept after their save, so a conversation's next turn under the
+    /// same lease skips the store read (`pipeline::cache`); 0 turns the cache off.
+    pub checkpoint_cache_bytes: usize,
     /// Records fetched but not started, per partition, before the partition is paused.
     pub max_buffered_per_partition: usize,
     /// Bytes of fetched, unstarted records in the process before every partition is paused.
@@ -61,6 +64,7 @@ impl Default for WorkerConfig {
             model_max_concurrency: 768,
             embeddings_max_concurrency: 16,
             store_max_concurrency: 512,
+            checkpoint_cache_bytes: 32 * 1024 * 1024,
             max_buffered_per_partition: 2_000,
             max_buffered_bytes: 64 * 1024 * 1024,
             max_payload_bytes: 64 * 1024,
@@ -129,6 +133,11 @@ impl WorkerConfig {
             "TURNSTILE_STORE_MAX_CONCURRENCY",
             &mut c.store_max_concurrency,
             1,
+        );
+        number(
+            "TURNSTILE_CHECKPOINT_CACHE_BYTES",
+            &mut c.checkpoint_cache_bytes,
+            0,
         );
         number(
             "TURNSTILE_MAX_BUFFERED_PER_PARTITION",

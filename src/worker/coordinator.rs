@@ -20,6 +20,7 @@ use super::turn::process_record;
 use super::{Health, WorkerConfig};
 use crate::domain::catalog::{Catalog, Settings};
 use crate::message::{DecodeLimits, Output, Topics};
+use crate::pipeline::cache::{CheckpointCache, Invalidation};
 use crate::ports::{CheckpointStore, DecisionModel, StoreError, ToolGateway};
 use crate::store::RetryingStore;
 use crate::telemetry;
@@ -58,6 +59,7 @@ pub(super) struct Shared<M, T, S> {
     pub(super) store: RetryingStore<S>,
     pub(super) topics: Topics,
     pub(super) limits: DecodeLimits,
+    pub(super) cache: Arc<CheckpointCache>,
     #[cfg(feature = "harness")]
     pub(super) fault: fault::AbortAfterSaves,
 }
@@ -234,6 +236,10 @@ where
         counter!(telemetry::TURNS_TOTAL, "outcome" => f.outcome).increment(1);
         if f.fenced {
             counter!(telemetry::FENCED_WRITES_TOTAL).increment(1);
+            // A newer owner wrote this partition: none of its cached rows can be trusted.
+            self.shared
+                .cache
+                .forget_partition(f.partition, Invalidation::Fenced);
         } else if self.partitions.contains_key(&f.partition) {
             let _ = self.commit_tx.send(CommitCommand::Completed {
                 partition: f.partition,
@@ -275,6 +281,9 @@ where
             for p in &r.partitions {
                 self.partitions.remove(p);
                 self.in_flight.remove(p);
+                self.shared
+                    .cache
+                    .forget_partition(*p, Invalidation::Revoked);
             }
             let done = r.done;
             // The flush answer arrives from the committer thread; hand it to the consumer's wait.
@@ -304,6 +313,9 @@ where
 
     fn gauges(&self) {
         let running: usize = self.in_flight.values().sum();
+        self.shared
+            .cache
+            .set_in_flight(running, self.config.max_in_flight);
         gauge!(telemetry::TURNS_IN_FLIGHT).set(running as f64);
         gauge!(telemetry::PARTITIONS_ASSIGNED).set(self.partitions.len() as f64);
         self.health

@@ -46,6 +46,7 @@ use tokio::sync::{mpsc, Semaphore};
 
 use crate::domain::catalog::{Catalog, Settings};
 use crate::message::DecodeLimits;
+use crate::pipeline::CheckpointCache;
 use crate::ports::{CheckpointStore, DecisionModel, StoreError, ToolGateway};
 use crate::store::RetryingStore;
 use crate::telemetry;
@@ -149,12 +150,14 @@ where
     health.publish();
 
     let marks: CommittedMarks = Default::default();
+    let cache = Arc::new(CheckpointCache::new(config.checkpoint_cache_bytes));
     let (commit_tx, commit_rx) = std_mpsc::channel::<CommitCommand>();
     let committer = Committer::new(
         producer,
         consumer.clone(),
         config.topics.clone(),
         marks.clone(),
+        cache.clone(),
     );
     let interval = config.commit_interval;
     let committer_thread = std::thread::Builder::new()
@@ -196,6 +199,7 @@ where
         limits: DecodeLimits {
             max_payload_bytes: config.max_payload_bytes,
         },
+        cache,
         #[cfg(feature = "harness")]
         fault: fault::AbortAfterSaves::new(config.fault_abort_after_saves),
     });

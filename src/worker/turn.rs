@@ -30,7 +30,8 @@ where
         partition = record.partition,
         offset = record.offset,
         tenant_id = tracing::field::Empty,
-        turn_id = tracing::field::Empty
+        turn_id = tracing::field::Empty,
+        checkpoint = tracing::field::Empty
     );
     Box::pin(apply_record(shared, record, key, epoch, committed_mark))
         .instrument(span)
@@ -62,6 +63,7 @@ where
         engine: Engine::new(&shared.catalog, &shared.settings),
         catalog: &shared.catalog,
         limits: &shared.limits,
+        cache: Some(&shared.cache),
     };
     let handled = handle_record(
         rules,
