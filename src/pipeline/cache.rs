@@ -22,12 +22,18 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use metrics::{counter, gauge};
 
 use crate::domain::turn::Identity;
 use crate::ports::CheckpointRecord;
 use crate::telemetry;
+
+/// How long a peak of turns in flight keeps the budget down: turns arrive in waves (a slow
+/// model answers a burst together), and the rows cached between two waves must not be there
+/// when the next wave parks.
+const PEAK_HOLD: Duration = Duration::from_secs(60);
 
 /// Per-entry bookkeeping beyond the row's own bytes (map slot, queue slot, strings' headers).
 const ENTRY_OVERHEAD_BYTES: usize = 256;
@@ -71,6 +77,9 @@ struct Entries {
     suspended: bool,
     /// The budget after giving way to turns in flight (`set_in_flight`).
     budget: usize,
+    /// The most turns in flight seen since `peak_at`; it decays after [`PEAK_HOLD`].
+    peak_in_flight: usize,
+    peak_at: Option<Instant>,
 }
 
 impl Entries {
@@ -130,16 +139,29 @@ impl CheckpointCache {
         }
     }
 
-    /// Shrinks the budget in proportion as `in_flight` approaches `max_in_flight`: parked turns
-    /// and cached rows share the memory a worker is sized for, and the turns come first (at
-    /// the cap, nothing is cached). Evicts down to the new budget at once.
+    /// Shrinks the budget in proportion as the turns in flight approach `max_in_flight`: parked
+    /// turns and cached rows share the memory a worker is sized for, and the turns come first
+    /// (at the cap, nothing is cached). The highest count of the last [`PEAK_HOLD`] counts, so
+    /// the budget drops at once and comes back only after a minute without such a peak. Evicts
+    /// down to the new budget at once.
     pub fn set_in_flight(&self, in_flight: usize, max_in_flight: usize) {
+        self.set_in_flight_at(in_flight, max_in_flight, Instant::now());
+    }
+
+    fn set_in_flight_at(&self, in_flight: usize, max_in_flight: usize, now: Instant) {
         if self.budget_bytes == 0 {
             return;
         }
-        let free = max_in_flight.saturating_sub(in_flight) as u128;
-        let budget = (self.budget_bytes as u128 * free / max_in_flight.max(1) as u128) as usize;
         let mut entries = self.lock();
+        let expired = entries
+            .peak_at
+            .is_none_or(|at| now.saturating_duration_since(at) >= PEAK_HOLD);
+        if in_flight >= entries.peak_in_flight || expired {
+            entries.peak_in_flight = in_flight;
+            entries.peak_at = Some(now);
+        }
+        let free = max_in_flight.saturating_sub(entries.peak_in_flight) as u128;
+        let budget = (self.budget_bytes as u128 * free / max_in_flight.max(1) as u128) as usize;
         entries.budget = budget;
         if entries.bytes > budget {
             entries.evict_to(budget);
@@ -388,16 +410,21 @@ mod tests {
         for s in ["s1", "s2", "s3", "s4"] {
             cache.keep(&id(s), 0, 1, row(&"x".repeat(100), 1));
         }
-        cache.set_in_flight(50, 100);
+        let t0 = Instant::now();
+        cache.set_in_flight_at(50, 100, t0);
         assert_eq!(cache.len(), 2, "half the turns in flight: half the budget");
         assert!(cache.take(&id("s1"), 0, 1).is_none(), "the oldest went");
-        cache.set_in_flight(100, 100);
+        cache.set_in_flight_at(100, 100, t0 + Duration::from_secs(1));
         assert!(cache.is_empty(), "at the cap nothing is cached");
         cache.keep(&id("s5"), 0, 1, row(&"x".repeat(100), 1));
         assert!(cache.is_empty());
-        cache.set_in_flight(0, 100);
+        // The wave has passed, but the peak holds the budget down for a while.
+        cache.set_in_flight_at(0, 100, t0 + Duration::from_secs(30));
         cache.keep(&id("s5"), 0, 1, row(&"x".repeat(100), 1));
-        assert_eq!(cache.len(), 1, "the budget is back");
+        assert!(cache.is_empty(), "the peak of 30 s ago still counts");
+        cache.set_in_flight_at(0, 100, t0 + Duration::from_secs(62));
+        cache.keep(&id("s5"), 0, 1, row(&"x".repeat(100), 1));
+        assert_eq!(cache.len(), 1, "a minute after the peak the budget is back");
     }
 
     #[test]

@@ -25,6 +25,7 @@ use turnstile::domain::decision::Skill;
 use turnstile::domain::turn::Identity;
 use turnstile::message::{HEADER_CONTENT_TYPE, HEADER_OUTPUT_ID, HEADER_TURN_ID};
 use turnstile::model::prompt::{CLASSIFIER_PROMPT, INTERPRETER_PROMPT, ROUTER_PROMPT};
+use turnstile::pipeline::CheckpointCache;
 use turnstile::ports::{CheckpointRecord, CheckpointStore, Fence};
 use turnstile::store::cql::ScyllaCheckpointStore;
 use turnstile::testkit::cql::config as cql_config;
@@ -68,6 +69,9 @@ struct Loop {
     args: Args,
     store: ScyllaCheckpointStore,
     http: Http,
+    /// As the worker's: a conversation's next turn reads the row saved here, not the store.
+    cache: CheckpointCache,
+    turns: AtomicU64,
     loads: AtomicU64,
     saves: AtomicU64,
     errors: AtomicU64,
@@ -201,6 +205,8 @@ pub async fn raw_phase(args: &Args, fx: &Fixture) -> Result<Row, String> {
         args: args.clone(),
         store,
         http: Http::new(args, fx, &defaults)?,
+        cache: CheckpointCache::new(defaults.checkpoint_cache_bytes),
+        turns: AtomicU64::new(0),
         loads: AtomicU64::new(0),
         saves: AtomicU64::new(0),
         errors: AtomicU64::new(0),
@@ -267,7 +273,7 @@ pub async fn raw_phase(args: &Args, fx: &Fixture) -> Result<Row, String> {
     let tool_calls = fx.tools.calls();
     let executions = fx.tools.executions().len() - executions_before;
 
-    let processed = shared.loads.load(Ordering::Relaxed).max(1) as f64;
+    let processed = shared.turns.load(Ordering::Relaxed).max(1) as f64;
     let mut row = Row {
         phase: phase.into(),
         in_flight_cap: cap,
@@ -330,8 +336,14 @@ impl Loop {
         let plan = plan(&self.args, c, t);
         let fence = Fence { epoch: 1, offset };
 
-        self.loads.fetch_add(1, Ordering::Relaxed);
-        let loaded = self.store.load(&id).await;
+        self.turns.fetch_add(1, Ordering::Relaxed);
+        let loaded = match self.cache.take(&id, partition, fence.epoch) {
+            Some(row) => Ok(Some(row)),
+            None => {
+                self.loads.fetch_add(1, Ordering::Relaxed);
+                self.store.load(&id).await
+            }
+        };
         let mut history: Vec<Value> = match &loaded {
             Ok(Some(row)) => serde_json::from_slice::<Value>(&row.state)
                 .ok()
@@ -404,8 +416,11 @@ impl Loop {
             epoch: fence.epoch,
         };
         self.saves.fetch_add(1, Ordering::Relaxed);
-        if self.store.save_turn(&id, &record, fence).await.is_err() {
-            self.errors.fetch_add(1, Ordering::Relaxed);
+        match self.store.save_turn(&id, &record, fence).await {
+            Ok(()) => self.cache.keep(&id, partition, fence.epoch, record),
+            Err(_) => {
+                self.errors.fetch_add(1, Ordering::Relaxed);
+            }
         }
         Done {
             key,
