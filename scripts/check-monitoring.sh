@@ -70,7 +70,7 @@ def problem(msg):
 
 # --- The catalogue -----------------------------------------------------------------------------
 source = open(catalogue_path, encoding="utf-8").read()
-consts = dict(re.findall(r'pub const (\w+): &str = "(turnstile_[a-z0-9_]+)";', source))
+consts = dict(re.findall(r'pub const (\w+): &str =\s*"(turnstile_[a-z0-9_]+)";', source))
 if len(consts) < 10:
     problem(f"{catalogue_path}: found only {len(consts)} metric names; did the catalogue move?")
 histograms = {consts[c] for c in re.findall(r"describe_histogram!\(\s*(\w+)", source) if c in consts}
