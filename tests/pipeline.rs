@@ -317,21 +317,27 @@ async fn records_and_checkpoints_that_cannot_be_read_are_dead_lettered() {
     assert!(w.tools.keys.lock().unwrap().is_empty());
 }
 
-/// Fails its first `failures` loads, then delegates.
-struct Outage {
+/// The in-memory store, observed and faulty on demand: counts loads, fails its first
+/// `load_failures` loads (a store outage), and fails the turn-end save while `fail_turn_end` is
+/// set (a crash after the write-ahead, as the caller sees it).
+#[derive(Default)]
+struct Observed {
     inner: InMemoryCheckpointStore,
-    failures: AtomicUsize,
+    loads: AtomicUsize,
+    load_failures: AtomicUsize,
+    fail_turn_end: std::sync::atomic::AtomicBool,
 }
 
-impl CheckpointStore for Outage {
+impl CheckpointStore for Observed {
     async fn load(&self, id: &Identity) -> Result<Option<CheckpointRecord>, StoreError> {
         if self
-            .failures
+            .load_failures
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_ok()
         {
             return Err(StoreError::Unavailable("connection refused".into()));
         }
+        self.loads.fetch_add(1, Ordering::SeqCst);
         self.inner.load(id).await
     }
     async fn save_write_ahead(
@@ -348,6 +354,9 @@ impl CheckpointStore for Outage {
         r: &CheckpointRecord,
         f: Fence,
     ) -> Result<(), StoreError> {
+        if self.fail_turn_end.load(Ordering::SeqCst) {
+            return Err(StoreError::Unavailable("connection reset".into()));
+        }
         self.inner.save_turn(id, r, f).await
     }
     async fn acquire_epoch(&self, t: &str, p: i32, o: &str) -> Result<i64, StoreError> {
@@ -362,9 +371,9 @@ async fn a_store_outage_is_waited_out_never_dead_lettered() {
     let w = World::new();
     let ready = Arc::new(Mutex::new(Vec::new()));
     let seen = ready.clone();
-    let store = RetryingStore::new(Outage {
-        inner: InMemoryCheckpointStore::new(),
-        failures: AtomicUsize::new(12),
+    let store = RetryingStore::new(Observed {
+        load_failures: AtomicUsize::new(12),
+        ..Observed::default()
     })
     .with_backoff(Backoff {
         first: Duration::from_millis(1),
@@ -435,44 +444,6 @@ async fn rows_written_by_release_0_1_still_load_and_recover() {
         state.history.iter().any(|e| e.turn_id == "u1"),
         "history kept"
     );
-}
-
-/// Counts loads; fails the turn-end save while `fail_turn_end` is set (a crash after the
-/// write-ahead, as the caller sees it).
-#[derive(Default)]
-struct Observed {
-    inner: InMemoryCheckpointStore,
-    loads: AtomicUsize,
-    fail_turn_end: std::sync::atomic::AtomicBool,
-}
-
-impl CheckpointStore for Observed {
-    async fn load(&self, id: &Identity) -> Result<Option<CheckpointRecord>, StoreError> {
-        self.loads.fetch_add(1, Ordering::SeqCst);
-        self.inner.load(id).await
-    }
-    async fn save_write_ahead(
-        &self,
-        id: &Identity,
-        r: &CheckpointRecord,
-        f: Fence,
-    ) -> Result<(), StoreError> {
-        self.inner.save_write_ahead(id, r, f).await
-    }
-    async fn save_turn(
-        &self,
-        id: &Identity,
-        r: &CheckpointRecord,
-        f: Fence,
-    ) -> Result<(), StoreError> {
-        if self.fail_turn_end.load(Ordering::SeqCst) {
-            return Err(StoreError::Unavailable("connection reset".into()));
-        }
-        self.inner.save_turn(id, r, f).await
-    }
-    async fn acquire_epoch(&self, t: &str, p: i32, o: &str) -> Result<i64, StoreError> {
-        self.inner.acquire_epoch(t, p, o).await
-    }
 }
 
 /// What a turn decided, as the checks compare it (outputs carry the wall clock; these do not).

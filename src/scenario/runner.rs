@@ -226,20 +226,21 @@ async fn run_scenario(
             epoch,
             committed_mark: offset,
         };
+        // As the worker delivers a record: through the pipeline, with this worker's cache.
+        let apply = |at| {
+            apply_turn(
+                &engine,
+                &store,
+                &model,
+                &tools,
+                &turn,
+                at,
+                Some(&worker.cache),
+            )
+        };
         let at = deliver(next_offset);
         next_offset += 1;
-        let (processed, outputs) = match apply_turn(
-            &engine,
-            &store,
-            &model,
-            &tools,
-            &turn,
-            at,
-            Some(&worker.cache),
-        )
-        .await
-        .map_err(|e| format!("turn {n}: {e}"))?
-        {
+        let (processed, outputs) = match apply(at).await.map_err(|e| format!("turn {n}: {e}"))? {
             TurnResult::Processed { processed, outputs } => (processed, outputs),
             other => {
                 return Err(format!(
@@ -251,17 +252,7 @@ async fn run_scenario(
         if spec.redeliver {
             let before = store.get(&turn.identity);
             // The same record before its commit: republished from the outbox, byte for byte.
-            match apply_turn(
-                &engine,
-                &store,
-                &model,
-                &tools,
-                &turn,
-                at,
-                Some(&worker.cache),
-            )
-            .await
-            {
+            match apply(at).await {
                 Ok(TurnResult::Republished { outputs: again }) if again == outputs => {}
                 Ok(TurnResult::Processed { ref processed, .. })
                     if processed.outcome.duplicate && outputs.is_empty() => {}
@@ -275,17 +266,9 @@ async fn run_scenario(
             // The same turn id in a new record: a duplicate that changes nothing (EV-1).
             let again = deliver(next_offset);
             next_offset += 1;
-            let again = match apply_turn(
-                &engine,
-                &store,
-                &model,
-                &tools,
-                &turn,
-                again,
-                Some(&worker.cache),
-            )
-            .await
-            .map_err(|e| format!("turn {n} (redelivered): {e}"))?
+            let again = match apply(again)
+                .await
+                .map_err(|e| format!("turn {n} (redelivered): {e}"))?
             {
                 TurnResult::Processed { processed, outputs } if outputs.is_empty() => processed,
                 other => {
