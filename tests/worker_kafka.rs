@@ -34,7 +34,7 @@ use jsonschema::Validator;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Headers, Message};
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::{BaseProducer, BaseRecord, FutureProducer, FutureRecord, Producer};
 use rdkafka::TopicPartitionList;
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
@@ -56,6 +56,7 @@ use turnstile::testkit::model_server::{Behaviour, ModelServer};
 use turnstile::testkit::tool_server::{ToolAction, ToolServer};
 use turnstile::testkit::worker_process::{self, WorkerEnv};
 use turnstile::tool::{HttpToolGateway, ToolHttpSettings};
+use turnstile::worker::committer::abort_transaction;
 use turnstile::worker::{self, Health, Services, WorkerConfig};
 
 const HINT: &str = "run bash scripts/services.sh up";
@@ -1257,6 +1258,63 @@ async fn lc4_ev1_crash_after_the_checkpoint_before_the_commit_republishes_from_t
         "no second router request: republished from the outbox"
     );
     eprintln!("lc4 crash: {:?}", started.elapsed());
+}
+
+/// EV-1: a transaction that failed with outputs in it is aborted without running out its
+/// timeout, none of its outputs becomes visible, and the producer commits the next one. A plain
+/// `BaseProducer::abort_transaction` does not serve the delivery reports librdkafka waits for,
+/// so it stalls the committer (and every revocation waiting on it) for the whole timeout: the
+/// 20-30 s stalls once seen when a worker joined mid-stream.
+#[tokio::test(flavor = "multi_thread")]
+async fn ev1_an_aborted_transaction_publishes_nothing_and_frees_the_producer() {
+    let fx = fixture("abort", 1).await;
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", &fx.brokers)
+        .set("transactional.id", format!("abort-{}", fx.suffix))
+        .set("enable.idempotence", "true")
+        .create()
+        .expect("transactional producer");
+    let timeout = Duration::from_secs(30);
+    tokio::task::block_in_place(|| {
+        producer
+            .init_transactions(timeout)
+            .expect("init transactions");
+        producer.begin_transaction().expect("begin");
+        for i in 0..20 {
+            let payload = json!({"text": format!("aborted {i}")}).to_string();
+            producer
+                .send(
+                    BaseRecord::to(&fx.topics.replies)
+                        .key("k")
+                        .payload(&payload),
+                )
+                .expect("queued");
+        }
+        // Not polled: their delivery reports wait in the producer's queue, as in the committer.
+        abort_transaction(&producer, Duration::from_secs(60))
+            .expect("the abort finishes while delivery reports are outstanding");
+        producer
+            .begin_transaction()
+            .expect("a new transaction right after the abort");
+        let payload = json!({"text": "committed"}).to_string();
+        producer
+            .send(
+                BaseRecord::to(&fx.topics.replies)
+                    .key("k")
+                    .payload(&payload),
+            )
+            .expect("queued");
+        producer.commit_transaction(timeout).expect("commit");
+    });
+    let mut reader = fx.reader();
+    wait_for(&mut reader, "the committed reply", |seen| !seen.is_empty());
+    settle(&mut reader);
+    let texts: Vec<&Value> = reader.seen.iter().map(|m| &m.payload["text"]).collect();
+    assert_eq!(
+        texts,
+        vec!["committed"],
+        "only the committed transaction is visible"
+    );
 }
 
 /// IO-1, EV-1: worker B joins worker A's group mid-stream (cooperative rebalance, drain, commit).

@@ -23,6 +23,34 @@ use crate::telemetry;
 use crate::worker::consumer::WorkerConsumer;
 use crate::worker::offsets::PartitionOffsets;
 
+/// How long one failed transaction's abort may take before the committer goes back to its
+/// commands (a pending abort resumes on the next commit).
+const ABORT_BUDGET: Duration = Duration::from_secs(30);
+
+/// Aborts the open transaction of a `BaseProducer`, serving its delivery reports meanwhile.
+///
+/// librdkafka's abort purges the unsent messages and then waits until no message is
+/// outstanding, delivery reports included; with the event API (which rdkafka uses) it does not
+/// serve those reports itself, and `BaseProducer::abort_transaction` does not poll. So one long
+/// abort call with messages in the transaction always runs out its whole timeout and fails, and
+/// the committer (with revocations waiting on it) stalls that long. A timed-out abort is
+/// retriable and resumes, so abort in short slices and poll between them.
+pub fn abort_transaction(producer: &BaseProducer, budget: Duration) -> Result<(), KafkaError> {
+    const SLICE: Duration = Duration::from_millis(100);
+    let deadline = Instant::now() + budget;
+    loop {
+        match producer.abort_transaction(SLICE) {
+            Ok(()) => return Ok(()),
+            Err(KafkaError::Transaction(te))
+                if te.is_retriable() && !te.is_fatal() && Instant::now() < deadline =>
+            {
+                producer.poll(Duration::from_millis(10));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// What the coordinator tells the committer, in partition order.
 #[derive(Debug)]
 pub enum CommitCommand {
@@ -217,9 +245,10 @@ impl Committer {
         }
         let started = Instant::now();
         let result = self.transact(&tpl, &batch);
-        histogram!(telemetry::COMMIT_DURATION_SECONDS).record(started.elapsed().as_secs_f64());
         match result {
             Ok(()) => {
+                histogram!(telemetry::COMMIT_DURATION_SECONDS)
+                    .record(started.elapsed().as_secs_f64());
                 self.cache.resume();
                 // Drop what was published; remember the marks.
                 let mut by_partition: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
@@ -255,11 +284,22 @@ impl Committer {
                     }
                 }
                 tracing::warn!(error = %e, "Kafka transaction failed; aborting and retrying.");
-                if let Err(abort) = self.producer.abort_transaction(Duration::from_secs(30)) {
-                    if matches!(&abort, KafkaError::Transaction(te) if te.is_fatal()) {
-                        return Err(CommitError::Fatal(abort.to_string()));
+                let aborting = Instant::now();
+                let aborted = abort_transaction(&self.producer, ABORT_BUDGET);
+                // A failed commit's time includes its abort: a slow abort shows on the same panel.
+                histogram!(telemetry::COMMIT_DURATION_SECONDS)
+                    .record(started.elapsed().as_secs_f64());
+                let abort_ms = aborting.elapsed().as_millis() as u64;
+                match aborted {
+                    Ok(()) => tracing::info!(abort_ms, "Kafka transaction aborted."),
+                    Err(abort) => {
+                        if matches!(&abort, KafkaError::Transaction(te) if te.is_fatal()) {
+                            return Err(CommitError::Fatal(abort.to_string()));
+                        }
+                        // The next commit's begin fails while the abort is pending and lands
+                        // here again, which resumes the abort.
+                        tracing::warn!(error = %abort, abort_ms, "Abort failed.");
                     }
-                    tracing::warn!(error = %abort, "Abort failed.");
                 }
                 Ok(false)
             }
