@@ -143,7 +143,7 @@ mod tests {
     }
 
     /// Under a slow model most turns in flight wait for a model slot inside `decide_turn`, each
-    /// holding its pending model calls. Building every cascade component's future up front and
+    /// holding its pending model calls (and `apply_turn`'s future around it). Building every cascade component's future up front and
     /// the HTTP exchange's inline made a classify call 6.9 KB and `decide_turn` 19 KB (test
     /// build); now only the taken component is built and the exchange is boxed once a slot is
     /// held; `decide_turn` boxes each step's calls and uses its start state in place (19 KB
@@ -179,6 +179,23 @@ mod tests {
         };
         let classify = size(|p| p.model.classify(&p.classify, ctx));
         let execute = size(|p| p.tools.execute(&p.tool, ctx));
+        let apply = size(|p| {
+            crate::pipeline::apply_turn(
+                &p.engine,
+                &p.store,
+                &p.model,
+                &p.tools,
+                &p.turn,
+                crate::pipeline::Position {
+                    topic: "",
+                    partition: 0,
+                    offset: 0,
+                    epoch: 0,
+                    committed_mark: 0,
+                },
+                None,
+            )
+        });
         let decide = size(|p| {
             crate::pipeline::decide_turn(
                 &p.engine,
@@ -202,5 +219,11 @@ mod tests {
             "a tool call's future is {execute} bytes"
         );
         assert!(decide <= 4 * 1024, "decide_turn's future is {decide} bytes");
+        // 592 bytes: what it holds across the store read is the row's small handle. Keeping a
+        // decoded checkpoint in the cache once held one inline there (1,208 bytes).
+        assert!(
+            apply <= 1024,
+            "apply_turn's future is {apply} bytes: box what it holds across its awaits"
+        );
     }
 }
