@@ -1275,28 +1275,8 @@ async fn ev1_an_aborted_transaction_publishes_nothing_and_frees_the_producer() {
         .create()
         .expect("transactional producer");
     let timeout = Duration::from_secs(30);
-    tokio::task::block_in_place(|| {
-        producer
-            .init_transactions(timeout)
-            .expect("init transactions");
-        producer.begin_transaction().expect("begin");
-        for i in 0..20 {
-            let payload = json!({"text": format!("aborted {i}")}).to_string();
-            producer
-                .send(
-                    BaseRecord::to(&fx.topics.replies)
-                        .key("k")
-                        .payload(&payload),
-                )
-                .expect("queued");
-        }
-        // Not polled: their delivery reports wait in the producer's queue, as in the committer.
-        abort_transaction(&producer, Duration::from_secs(60))
-            .expect("the abort finishes while delivery reports are outstanding");
-        producer
-            .begin_transaction()
-            .expect("a new transaction right after the abort");
-        let payload = json!({"text": "committed"}).to_string();
+    let send = |text: &str| {
+        let payload = json!({ "text": text }).to_string();
         producer
             .send(
                 BaseRecord::to(&fx.topics.replies)
@@ -1304,6 +1284,22 @@ async fn ev1_an_aborted_transaction_publishes_nothing_and_frees_the_producer() {
                     .payload(&payload),
             )
             .expect("queued");
+    };
+    tokio::task::block_in_place(|| {
+        producer
+            .init_transactions(timeout)
+            .expect("init transactions");
+        producer.begin_transaction().expect("begin");
+        for i in 0..20 {
+            send(&format!("aborted {i}"));
+        }
+        // Not polled: their delivery reports wait in the producer's queue, as in the committer.
+        abort_transaction(&producer, Duration::from_secs(60))
+            .expect("the abort finishes while delivery reports are outstanding");
+        producer
+            .begin_transaction()
+            .expect("a new transaction right after the abort");
+        send("committed");
         producer.commit_transaction(timeout).expect("commit");
     });
     let mut reader = fx.reader();

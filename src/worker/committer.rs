@@ -41,9 +41,7 @@ pub fn abort_transaction(producer: &BaseProducer, budget: Duration) -> Result<()
     loop {
         match producer.abort_transaction(SLICE) {
             Ok(()) => return Ok(()),
-            Err(KafkaError::Transaction(te))
-                if te.is_retriable() && !te.is_fatal() && Instant::now() < deadline =>
-            {
+            Err(KafkaError::Transaction(te)) if te.is_retriable() && Instant::now() < deadline => {
                 producer.poll(Duration::from_millis(10));
             }
             Err(e) => return Err(e),

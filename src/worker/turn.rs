@@ -143,11 +143,11 @@ mod tests {
     }
 
     /// Under a slow model most turns in flight wait for a model slot inside `decide_turn`, each
-    /// holding its pending model calls (and `apply_turn`'s future around it). Building every cascade component's future up front and
-    /// the HTTP exchange's inline made a classify call 6.9 KB and `decide_turn` 19 KB (test
-    /// build); now only the taken component is built and the exchange is boxed once a slot is
-    /// held; `decide_turn` boxes each step's calls and uses its start state in place (19 KB
-    /// before, 2.8 KB now).
+    /// holding its pending model calls (and `apply_turn`'s future around it). Building every
+    /// cascade component's future up front and the HTTP exchange's inline made a classify call
+    /// 6.9 KB and `decide_turn` 19 KB (test build); now only the taken component is built and
+    /// the exchange is boxed once a slot is held; `decide_turn` boxes each step's calls and uses
+    /// its start state in place (19 KB before, 2.8 KB now).
     #[test]
     fn a_turn_waiting_for_a_model_slot_holds_small_futures() {
         use crate::domain::effect::{ClassifierRequest, ToolRequest};
