@@ -21,6 +21,9 @@ pub struct Row {
     pub p95_ms: f64,
     pub p99_ms: f64,
     pub cpu_us_per_turn: Option<f64>,
+    /// CPU of the bench process itself per turn: the load generator, the reader and the test
+    /// servers in every phase, plus the loop's own drivers in `raw`.
+    pub bench_cpu_us_per_turn: Option<f64>,
     pub peak_rss_mb: Option<f64>,
     /// Scripted: model test server calls per turn; embeddings: decisions per turn.
     pub model_calls_per_turn: Option<f64>,
@@ -254,6 +257,9 @@ pub fn render(args: &Args, fx: &Fixture, rows: &[Row], failures: &[String]) -> S
             }
         }
     }
+    if let Some(line) = raw_loop_cpu(rows) {
+        let _ = writeln!(s, "\n{line}");
+    }
     for f in failures {
         let _ = writeln!(s, "\n**FAILED** {f}");
     }
@@ -346,4 +352,20 @@ pub fn raw_vs_worker(rows: &[Row]) -> Option<(String, Vec<String>)> {
         .find_map(|p| rows.iter().find(|r| r.phase == *p && r.io.is_some()))?;
     let worker = reference.io.as_ref()?;
     Some((reference.phase.clone(), io::mismatches(worker, raw)))
+}
+
+/// The raw loop's own CPU next to the worker's: the raw loop runs in the bench process beside the
+/// load generator, reader and test servers, which the worker phase runs too (serving the same
+/// calls per turn), so the bench process's CPU in `raw` minus its CPU in `worker` is the loop's
+/// drivers and loop. A plain client making the worker's I/O with the same drivers — what that
+/// I/O costs done simply, not a lower bound.
+fn raw_loop_cpu(rows: &[Row]) -> Option<String> {
+    let worker = rows.iter().find(|r| r.phase == "worker")?;
+    let raw = rows.iter().find(|r| r.phase == "raw")?;
+    let own = raw.bench_cpu_us_per_turn? - worker.bench_cpu_us_per_turn?;
+    let cpu = worker.cpu_us_per_turn?;
+    Some(format!(
+        "CPU of the I/O made plainly: the raw loop's own CPU (bench process in `raw` minus bench process in `worker`) {own:.0} µs/turn; the worker {cpu:.0} µs/turn, {:.2}× that.",
+        cpu / own.max(1.0)
+    ))
 }

@@ -295,6 +295,7 @@ pub async fn raw_phase(args: &Args, fx: &Fixture) -> Result<Row, String> {
     io.loads_per_turn = row.reads_per_turn.unwrap_or(0.0);
     io.saves_per_turn = row.writes_per_turn.unwrap_or(0.0);
     let turns = row.turns.max(1) as f64;
+    row.bench_cpu_us_per_turn = Some((cpu1 - cpu0) * 1e6 / turns);
     row.model_calls_per_turn = Some(match args.decision_model {
         DecisionModel::Scripted => requests.len() as f64 / turns,
         DecisionModel::Embeddings => {

@@ -160,6 +160,7 @@ pub async fn worker_phase(
     let executions_before = fx.tools.executions().len();
     let calls_before = fx.tools.calls().len();
     let cpu0 = cpu_seconds(worker.pid(), fx.ticks).unwrap_or(0.0);
+    let bench0 = cpu_seconds(std::process::id(), fx.ticks).unwrap_or(0.0);
     let switches0 = task_switches(worker.pid());
     let machine0 = machine_cpu();
     let stop = Arc::new(AtomicBool::new(false));
@@ -180,6 +181,7 @@ pub async fn worker_phase(
     )
     .await;
     let cpu1 = cpu_seconds(worker.pid(), fx.ticks).unwrap_or(cpu0);
+    let bench1 = cpu_seconds(std::process::id(), fx.ticks).unwrap_or(bench0);
     let switches1 = task_switches(worker.pid());
     let machine1 = machine_cpu();
     stop.store(true, Ordering::Relaxed);
@@ -199,6 +201,7 @@ pub async fn worker_phase(
     fill_load(&mut row, load);
     let worker_turns = metric_sum(&metrics, "turnstile_turns_total").max(1.0);
     row.cpu_us_per_turn = Some((cpu1 - cpu0) * 1e6 / worker_turns);
+    row.bench_cpu_us_per_turn = Some((bench1 - bench0) * 1e6 / (row.turns.max(1) as f64));
     row.peak_rss_mb = hwm.map(|k| k as f64 / 1024.0);
     let model_calls = metric_sum(&metrics, "turnstile_model_requests_total");
     row.model_calls_per_turn = Some(model_calls_per_turn(args, &metrics, worker_turns));
@@ -263,7 +266,8 @@ pub async fn worker_phase(
         worker_turns,
     );
     row.notes = format!(
-        "worker turns {worker_turns:.0}; dead letters {dead}; outputs matched to no waiting turn {unmatched}; executions by tool {by_tool:?}; {contention}{}",
+        "worker turns {worker_turns:.0}; dead letters {dead}; outputs matched to no waiting turn {unmatched}; executions by tool {by_tool:?}; {contention}bench process (load generator + reader + test servers) CPU {:.0} µs/turn; {}",
+        row.bench_cpu_us_per_turn.unwrap_or(0.0),
         health(&metrics)
     );
     save_metrics(&fx.log_dir, phase, &metrics);
