@@ -243,10 +243,8 @@ impl Committer {
         }
         let started = Instant::now();
         let result = self.transact(&tpl, &batch);
-        match result {
+        let committed = match result {
             Ok(()) => {
-                histogram!(telemetry::COMMIT_DURATION_SECONDS)
-                    .record(started.elapsed().as_secs_f64());
                 self.cache.resume();
                 // Drop what was published; remember the marks.
                 let mut by_partition: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
@@ -269,7 +267,7 @@ impl Committer {
                         }
                     }
                 }
-                Ok(true)
+                true
             }
             Err(e) => {
                 counter!(telemetry::COMMIT_FAILURES_TOTAL).increment(1);
@@ -284,9 +282,6 @@ impl Committer {
                 tracing::warn!(error = %e, "Kafka transaction failed; aborting and retrying.");
                 let aborting = Instant::now();
                 let aborted = abort_transaction(&self.producer, ABORT_BUDGET);
-                // A failed commit's time includes its abort: a slow abort shows on the same panel.
-                histogram!(telemetry::COMMIT_DURATION_SECONDS)
-                    .record(started.elapsed().as_secs_f64());
                 let abort_ms = aborting.elapsed().as_millis() as u64;
                 match aborted {
                     Ok(()) => tracing::info!(abort_ms, "Kafka transaction aborted."),
@@ -299,9 +294,12 @@ impl Committer {
                         tracing::warn!(error = %abort, abort_ms, "Abort failed.");
                     }
                 }
-                Ok(false)
+                false
             }
-        }
+        };
+        // A failed commit's time includes its abort: a slow abort shows on the same panel.
+        histogram!(telemetry::COMMIT_DURATION_SECONDS).record(started.elapsed().as_secs_f64());
+        Ok(committed)
     }
 
     fn transact(
