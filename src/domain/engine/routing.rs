@@ -51,6 +51,12 @@ impl Run<'_> {
                     self.out.settled_without_model = true;
                     return self.declined();
                 }
+                // MG-6: a correction (`I meant PED-1002`, `yes, but the number is 210`) is
+                // merged and asked again, with no model call.
+                None if Box::pin(self.try_typed_fill(text)).await? => {
+                    self.out.settled_without_model = true;
+                    return Ok(());
+                }
                 None => {}
             },
             _ => {}
