@@ -8,6 +8,7 @@ pub mod inspect;
 pub mod migrate;
 pub mod model_args;
 pub mod run;
+pub mod tool_args;
 
 /// Exit code of every command given a configuration, file or argument it cannot use
 /// (sysexits' EX_CONFIG).
