@@ -4,6 +4,7 @@
 pub mod chaos;
 pub mod classify;
 pub mod eval;
+pub mod eval_conversations;
 pub mod inspect;
 pub mod migrate;
 pub mod model_args;
