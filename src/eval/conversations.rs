@@ -114,3 +114,38 @@ impl Floors {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fnv1a64_matches_the_published_test_vectors() {
+        assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a64(b"foobar"), 0x8594_4171_f739_67e8);
+    }
+
+    #[test]
+    fn the_test_part_is_stable_for_fixed_ids_and_about_a_third() {
+        let test: Vec<&str> = [
+            "en01", "en02", "en03", "en04", "en05", "en06", "en07", "pt01", "pt02", "pt03",
+        ]
+        .into_iter()
+        .filter(|id| is_test_part(id))
+        .collect();
+        assert_eq!(test, ["en05", "en06", "pt01"]);
+        assert!(!is_test_part("conversa-ção"), "hashed as UTF-8 bytes");
+        let ids: Vec<String> = (0..3000).map(|i| format!("c{i}")).collect();
+        let share = ids.iter().filter(|id| is_test_part(id)).count() as f64 / 3000.0;
+        assert!((0.30..0.37).contains(&share), "{share}");
+        assert!(
+            Part::Test.contains("en05")
+                && !Part::Dev.contains("en05")
+                && Part::All.contains("en05")
+        );
+        assert!(Part::Dev.contains("en01") && !Part::Test.contains("en01"));
+        assert_eq!(Part::parse("dev"), Some(Part::Dev));
+        assert_eq!(Part::parse("train"), None);
+    }
+}

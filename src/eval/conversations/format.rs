@@ -497,3 +497,141 @@ fn optional_string(obj: &Map<String, Value>, key: &str, path: &str) -> Read<Opti
 fn required_string(obj: &Map<String, Value>, key: &str, path: &str) -> Read<String> {
     optional_string(obj, key, path)?.ok_or_else(|| problem(&join_path(path, key), "missing"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::agents::parse_catalog;
+
+    fn catalog() -> Catalog {
+        parse_catalog(
+            include_str!("../../../config/agents.example.yaml"),
+            "agents.example.yaml",
+        )
+        .expect("the example configuration parses")
+    }
+
+    fn parse(text: &str) -> Result<Vec<Conversation>, String> {
+        parse_conversations(text, "dev.jsonl", &catalog()).map_err(|e| e.to_string())
+    }
+
+    const GOOD: &str = r#"{"id": "en07", "locale": "en", "note": "ignored", "turns": [{"text": "change the address of PED-1001", "expect": {"outcome": "asks_parameter", "tool": "retail_address_change", "param": "zip_code"}}, {"action": {"type": "confirm"}, "expect": {"outcome": "executed", "args": {"house_number": 210}, "reply_contains": ["210"]}, "accept": [{"outcome": "asks_confirmation"}]}]}"#;
+
+    #[test]
+    fn reads_a_conversation_with_defaults_actions_and_alternatives() {
+        let set = parse(&format!("\n{GOOD}\n\n")).expect("parses");
+        assert_eq!(set.len(), 1);
+        let c = &set[0];
+        assert_eq!(
+            (c.id.as_str(), c.line, c.file.as_str()),
+            ("en07", 2, "dev.jsonl")
+        );
+        assert_eq!(
+            (c.agent.as_str(), c.tenant.as_str()),
+            ("retail-bot", DEFAULT_TENANT)
+        );
+        assert_eq!(c.locale, Locale::En);
+        assert_eq!(c.turns[0].expect.param.as_deref(), Some("zip_code"));
+        assert_eq!(c.turns[1].input, TurnInput::Action(ChannelAction::Confirm));
+        assert_eq!(c.turns[1].expect.args["house_number"], Value::from(210));
+        assert_eq!(
+            c.turns[1].accept,
+            vec![Expectation::of(OutcomeClass::AsksConfirmation)]
+        );
+        // `accept` inside `expect` reads the same.
+        let inside = r#"{"id": "a", "locale": "pt-BR", "turns": [{"text": "oi", "expect": {"outcome": "answered_other", "accept": [{"outcome": "out_of_scope_or_clarify"}]}}]}"#;
+        let set = parse(inside).expect("parses");
+        assert_eq!(set[0].locale, Locale::PtBr);
+        assert_eq!(set[0].turns[0].accept.len(), 1);
+    }
+
+    #[test]
+    fn a_malformed_line_names_file_line_and_field() {
+        let bad = GOOD.replace("\"asks_parameter\"", "\"exec\"");
+        let e = parse(&format!("{GOOD}\n{bad}")).expect_err("unknown outcome");
+        assert!(
+            e.starts_with("dev.jsonl line 2: turns[0].expect.outcome: unknown outcome class \"exec\" (expected one of handoff, end, executed,"),
+            "{e}"
+        );
+        let cases = [
+            (
+                "{\"id\": \"a\", \"turns\": [",
+                "dev.jsonl line 1: not valid JSON",
+            ),
+            ("[1]", "dev.jsonl line 1: not a JSON object"),
+            (r#"{"turns": []}"#, "dev.jsonl line 1: id: missing"),
+            (r#"{"id": "a", "turns": []}"#, "line 1: turns: empty"),
+            (
+                r#"{"id": "a", "turns": [{"text": "x"}]}"#,
+                "turns[0].expect: missing",
+            ),
+            (
+                r#"{"id": "a", "turns": [{"text": "x", "expect": {}}]}"#,
+                "turns[0].expect.outcome: missing",
+            ),
+            (
+                r#"{"id": "a", "turns": [{"expect": {"outcome": "end"}}]}"#,
+                "turns[0]: neither `text` nor `action`",
+            ),
+            (
+                r#"{"id": "a", "turns": [{"text": 3, "expect": {"outcome": "end"}}]}"#,
+                "turns[0].text: not a string",
+            ),
+            (
+                r#"{"id": "a", "turns": [{"action": {"type": "yes"}, "expect": {"outcome": "end"}}]}"#,
+                "turns[0].action.type: unknown action \"yes\"",
+            ),
+            (
+                r#"{"id": "a", "locale": "fr", "turns": [{"text": "x", "expect": {"outcome": "end"}}]}"#,
+                "locale: unknown locale \"fr\"",
+            ),
+            (
+                r#"{"id": "a", "agent": "nobody", "turns": [{"text": "x", "expect": {"outcome": "end"}}]}"#,
+                "agent: assistant \"nobody\" is not configured",
+            ),
+            (
+                r#"{"id": "a", "turns": [{"text": "x", "expect": {"outcome": "end", "reply_contains": "bye"}}]}"#,
+                "turns[0].expect.reply_contains: not an array of strings",
+            ),
+            (
+                r#"{"id": "a", "turns": [{"text": "x", "expect": {"outcome": "end"}, "accept": [{"outcome": "nope"}]}]}"#,
+                "turns[0].accept[0].outcome: unknown outcome class \"nope\"",
+            ),
+        ];
+        for (line, expected) in cases {
+            let e = parse(line).expect_err(line);
+            assert!(e.contains(expected), "{line}\n→ {e}\n(expected {expected})");
+        }
+    }
+
+    #[test]
+    fn names_the_configuration_lacks_are_errors() {
+        let cases = [
+            (r#"{"outcome": "executed", "tool": "weather"}"#, "turns[0].expect.tool: unknown tool \"weather\""),
+            (r#"{"outcome": "asks_parameter", "param": "zip"}"#, "turns[0].expect.param: unknown parameter \"zip\" of any tool"),
+            (r#"{"outcome": "executed", "tool": "retail_order_cancel", "args": {"zip_code": "01310-100"}}"#, "turns[0].expect.args.zip_code: unknown parameter \"zip_code\" of tool \"retail_order_cancel\""),
+            (r#"{"outcome": "executed", "args": {"order_id": ["PED-1001"]}}"#, "turns[0].expect.args.order_id: not a string, number or boolean"),
+        ];
+        for (expect, expected) in cases {
+            let line = format!(r#"{{"id": "a", "turns": [{{"text": "x", "expect": {expect}}}]}}"#);
+            let e = parse(&line).expect_err(&line);
+            assert!(e.contains(expected), "{line}\n→ {e}");
+        }
+    }
+
+    #[test]
+    fn an_empty_file_and_repeated_ids_are_errors() {
+        let e = parse("\n  \n").expect_err("empty");
+        assert!(
+            e.starts_with("dev.jsonl: the file holds no conversation"),
+            "{e}"
+        );
+        let mut set = parse(GOOD).expect("parses");
+        set.extend(parse(&format!("\n{GOOD}")).expect("parses"));
+        let e = check_unique_ids(&set).expect_err("repeated").to_string();
+        assert!(
+            e.starts_with("dev.jsonl line 2: id: id \"en07\" is already used by dev.jsonl line 1"),
+            "{e}"
+        );
+    }
+}

@@ -277,6 +277,22 @@ pub fn mismatch(expected: &Expectation, observed: &Observed, reply: &str) -> Opt
     (!missing.is_empty()).then(|| format!("the reply lacks {missing:?}"))
 }
 
+/// A turn's verdicts: why the main expectation fails (`None` when it holds), and whether the
+/// main expectation or an `accept` alternative holds (the lenient figures).
+pub fn verdict(
+    turn: &ConversationTurn,
+    observed: &Observed,
+    reply: &str,
+) -> (Option<String>, bool) {
+    let strict = mismatch(&turn.expect, observed, reply);
+    let lenient = strict.is_none()
+        || turn
+            .accept
+            .iter()
+            .any(|e| mismatch(e, observed, reply).is_none());
+    (strict, lenient)
+}
+
 /// Why the actual arguments do not hold every expected one (by canonical text).
 fn args_mismatch(
     expected: &BTreeMap<String, Value>,
@@ -446,3 +462,6 @@ pub fn show_args(args: &BTreeMap<String, Value>) -> String {
         .collect::<Vec<_>>()
         .join(", ")
 }
+
+#[cfg(test)]
+mod tests;

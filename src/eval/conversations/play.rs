@@ -15,7 +15,7 @@ use crate::ports::{DecisionModel, ToolGateway};
 use crate::store::InMemoryCheckpointStore;
 
 use super::format::{Conversation, ConversationTurn};
-use super::judge::{judge, mismatch, unsafe_findings, Finding, Observed, TurnFacts};
+use super::judge::{judge, unsafe_findings, verdict, Finding, Observed, TurnFacts};
 
 /// Turn times start here (2026-01-01T00:00:00Z) and advance 1 s per turn: the engine reads no
 /// clock, and a fixed start makes a run repeatable.
@@ -171,14 +171,10 @@ impl<M: DecisionModel, T: ToolGateway> Player<'_, M, T> {
             .flatten()
             .next()
             .cloned();
-        let strict_failure = match &error {
-            Some(e) => Some(format!("the turn was not processed: {e}")),
-            None => mismatch(&expected.expect, &observed, &reply),
+        let (strict_failure, lenient_ok) = match &error {
+            Some(e) => (Some(format!("the turn was not processed: {e}")), false),
+            None => verdict(expected, &observed, &reply),
         };
-        let lenient_ok = error.is_none()
-            && expected
-                .expectations()
-                .any(|e| mismatch(e, &observed, &reply).is_none());
         PlayedTurn {
             user: expected.user_text(),
             events: facts

@@ -411,3 +411,183 @@ fn one_line(reply: &str) -> String {
         reply.replace('\n', " ⏎ ")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::domain::locale::Locale;
+    use crate::domain::turn::TurnInput;
+    use crate::eval::conversations::format::{Conversation, ConversationTurn};
+    use crate::eval::conversations::judge::{Finding, Observed};
+    use crate::eval::conversations::Floors;
+
+    #[test]
+    fn wilson_interval_matches_known_values() {
+        let close = |(lo, hi): (f64, f64), (elo, ehi): (f64, f64)| {
+            assert!(
+                (lo - elo).abs() < 5e-4 && (hi - ehi).abs() < 5e-4,
+                "({lo}, {hi}) vs ({elo}, {ehi})"
+            );
+        };
+        close(wilson95(5, 10), (0.2366, 0.7634));
+        close(wilson95(0, 10), (0.0, 0.2775));
+        close(wilson95(10, 10), (0.7225, 1.0));
+        close(wilson95(81, 263), (0.2553, 0.3662));
+        assert_eq!(wilson95(0, 0), (0.0, 1.0));
+    }
+
+    fn conversation(id: &str, locale: Locale, expected: &[OutcomeClass]) -> Conversation {
+        Conversation {
+            id: id.into(),
+            file: "set.jsonl".into(),
+            line: 1,
+            locale,
+            agent: "retail-bot".into(),
+            tenant: "t1".into(),
+            turns: expected
+                .iter()
+                .map(|c| ConversationTurn {
+                    input: TurnInput::Text("hi".into()),
+                    expect: Expectation::of(*c),
+                    accept: Vec::new(),
+                })
+                .collect(),
+        }
+    }
+
+    fn played_turn(
+        actual: OutcomeClass,
+        strict_ok: bool,
+        lenient_ok: bool,
+        unsafe_kinds: &[UnsafeKind],
+    ) -> PlayedTurn {
+        PlayedTurn {
+            user: "hi".into(),
+            reply: "a reply".into(),
+            events: Vec::new(),
+            observed: Observed {
+                outcome: actual,
+                tool: None,
+                param: None,
+                args: BTreeMap::new(),
+            },
+            strict_failure: (!strict_ok).then(|| "why".to_owned()),
+            lenient_ok,
+            findings: unsafe_kinds
+                .iter()
+                .map(|k| Finding {
+                    kind: *k,
+                    detail: "detail".into(),
+                })
+                .collect(),
+            latency_ms: 10.0,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn figures_strict_lenient_by_locale_and_by_outcome() {
+        use OutcomeClass as C;
+        let a = conversation("a", Locale::En, &[C::AsksParameter, C::Executed]);
+        let b = conversation("b", Locale::PtBr, &[C::AsksParameter, C::Handoff]);
+        let played = vec![
+            PlayedConversation {
+                conversation: &a,
+                session_id: "s1".into(),
+                turns: vec![
+                    played_turn(C::AsksParameter, true, true, &[]),
+                    played_turn(C::Executed, true, true, &[]),
+                ],
+            },
+            PlayedConversation {
+                conversation: &b,
+                session_id: "s2".into(),
+                turns: vec![
+                    played_turn(C::OutOfScopeOrClarify, false, true, &[]),
+                    played_turn(
+                        C::End,
+                        false,
+                        false,
+                        &[UnsafeKind::UnrequestedEnd, UnsafeKind::DroppedTransaction],
+                    ),
+                ],
+            },
+        ];
+        let report = Report::new("all", &played, BTreeMap::from([("router".to_owned(), 3)]));
+        let f = &report.figures;
+        assert_eq!((f.conversations, f.turns), (2, 4));
+        assert_eq!(
+            (f.turn_accuracy.strict, f.turn_accuracy.lenient),
+            (0.5, 0.75)
+        );
+        assert_eq!(
+            (
+                f.conversation_success.strict,
+                f.conversation_success.lenient
+            ),
+            (0.5, 0.5)
+        );
+        assert_eq!(report.by_locale["pt-BR"].turn_accuracy.strict, 0.0);
+        assert_eq!(report.by_locale["en"].conversation_success.strict, 1.0);
+        let asks = &report.by_outcome["asks_parameter"];
+        assert_eq!(
+            (asks.expected, asks.actual, asks.precision, asks.recall),
+            (2, 1, Some(1.0), Some(0.5))
+        );
+        let end = &report.by_outcome["end"];
+        assert_eq!(
+            (end.expected, end.actual, end.precision, end.recall),
+            (0, 1, Some(0.0), None)
+        );
+        assert_eq!(report.unsafe_list.len(), 2);
+        assert_eq!(
+            report.unsafe_turns, 1,
+            "two findings of one turn are one unsafe turn"
+        );
+        assert_eq!(
+            (
+                report.unsafe_list[0].conversation.as_str(),
+                report.unsafe_list[0].turn
+            ),
+            ("b", 2)
+        );
+        assert_eq!(report.failures.len(), 2);
+        assert_eq!(
+            (
+                report.failures[0].id.as_str(),
+                report.failures[0].turn,
+                report.failures[0].lenient_ok
+            ),
+            ("b", 1, true)
+        );
+        let json = serde_json::to_value(&report).expect("json");
+        assert_eq!(json["turn_accuracy"]["strict"], json!(0.5));
+        assert_eq!(json["conversations"], json!(2));
+        assert_eq!(json["unsafe"][0]["kind"], json!("unrequested_end"));
+        assert_eq!(json["latency_ms"]["mean"], json!(10.0));
+        assert!(json["turn_accuracy"]["ci95"].is_array());
+        let text = report.render(&played);
+        assert!(
+            text.contains("FAILED b") && !text.contains("FAILED a"),
+            "{text}"
+        );
+        assert!(
+            text.contains("✗ 2. hi → a reply") && text.contains("~ 1. hi"),
+            "{text}"
+        );
+        let floors = Floors {
+            min_turn_accuracy: Some(0.5),
+            min_conversation_success: Some(0.6),
+            max_unsafe: Some(0),
+        };
+        let unmet = floors.unmet(&report);
+        assert_eq!(unmet.len(), 2, "{unmet:?}");
+        assert!(
+            unmet[0].contains("--min-conversation-success 0.6")
+                && unmet[1].contains("--max-unsafe 0")
+        );
+        assert!(Floors::default().unmet(&report).is_empty());
+    }
+}
