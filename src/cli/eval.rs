@@ -6,6 +6,11 @@
 //! - `eval decisions --config FILE [--profiles FILE] DATA.jsonl [--json]`: first turns of fresh
 //!   conversations through the real engine and the configured model (see `eval::decisions`).
 //!
+//! - `eval conversations --config FILE [--profiles FILE] DATA.jsonl... [--part all|dev|test]
+//!   [--json] [--min-turn-accuracy F] [--min-conversation-success F] [--max-unsafe N]`: whole
+//!   conversations through the worker's turn path, the model and the tool webhooks (see
+//!   `eval::conversations`; its own exit codes in `cli::eval_conversations`).
+//!
 //! - `eval clinc150 PATH [--split val|test] [--json]`: CLINC150's intents as a configuration,
 //!   decided by the embeddings router, thresholds chosen on `val` (see `eval::intent_benchmark`).
 //!
@@ -24,6 +29,7 @@ use crate::eval::clinc150::Clinc150;
 use crate::eval::decisions::{self, parse_examples};
 use crate::eval::recogniser;
 
+pub use super::eval_conversations::ConversationsArgs;
 use super::model_args::{ModelArgs, ModelConcurrency};
 pub use super::EXIT_CONFIG;
 
@@ -39,6 +45,12 @@ pub enum Command {
     /// embeddings router: in-scope accuracy and out-of-scope recall on `val` or `test`, at a
     /// threshold chosen on `val` + `oos_val`. A benchmark: it embeds ~18,000 utterances.
     Clinc150(Clinc150Args),
+    /// Whole conversations (../shared/spec/conversations.md) through the worker's turn path,
+    /// the configured model and the tool webhooks: turn accuracy and conversation success
+    /// (strict, lenient, 95 % CI), by locale and outcome class, unsafe turns, transcripts of
+    /// the failures (exit 0 ran, 1 a floor not met, 64 data or configuration, 69 model service
+    /// unavailable).
+    Conversations(ConversationsArgs),
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -131,6 +143,10 @@ pub fn run(command: Command) -> u8 {
         Command::Clinc150(args) => {
             runtime().map_or_else(|c| c, |rt| rt.block_on(run_clinc150(args)))
         }
+        Command::Conversations(args) => runtime().map_or_else(
+            |c| c,
+            |rt| rt.block_on(super::eval_conversations::run(args)),
+        ),
     }
 }
 

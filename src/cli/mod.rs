@@ -4,10 +4,12 @@
 pub mod chaos;
 pub mod classify;
 pub mod eval;
+pub mod eval_conversations;
 pub mod inspect;
 pub mod migrate;
 pub mod model_args;
 pub mod run;
+pub mod tool_args;
 
 /// Exit code of every command given a configuration, file or argument it cannot use
 /// (sysexits' EX_CONFIG).

@@ -16,10 +16,10 @@ use crate::model::configured::ConfiguredModelError;
 use crate::model::embedding::EmbeddingModelError;
 use crate::store::cql::{CqlConfig, ScyllaCheckpointStore};
 use crate::telemetry;
-use crate::tool::http::HttpToolGateway;
 use crate::worker::{self, listener, Health, Services, WorkerConfig};
 
 use super::model_args::{ModelArgs, ModelConcurrency};
+use super::tool_args::ToolArgs;
 
 pub use super::EXIT_CONFIG;
 pub const EXIT_UNAVAILABLE: u8 = 69;
@@ -47,9 +47,8 @@ pub struct Args {
     /// CQL keyspace.
     #[arg(long, env = "TURNSTILE_KEYSPACE", default_value = "turnstile")]
     pub keyspace: String,
-    /// Base URL for tool endpoints given as paths in the agents configuration.
-    #[arg(long, env = "TURNSTILE_TOOLS_BASE_URL")]
-    pub tools_base_url: Option<String>,
+    #[command(flatten)]
+    pub tools: ToolArgs,
     #[command(flatten)]
     pub model: ModelArgs,
 }
@@ -103,8 +102,7 @@ pub async fn run(args: Args) -> u8 {
             "{e} (fix: set base_url in the profiles file, or TURNSTILE_MODEL_BASE_URL)"
         ));
     }
-    let tools = match HttpToolGateway::new(catalog.clone(), args.tools_base_url.clone(), tool_http)
-    {
+    let tools = match args.tools.build_gateway(&catalog, tool_http) {
         Ok(t) => t,
         Err(e) => return config_error(&e.to_string()),
     };

@@ -2,6 +2,7 @@
 //! real utterances in, figures out. Nothing here talks to Kafka or the store.
 
 pub mod clinc150;
+pub mod conversations;
 pub mod decisions;
 pub mod intent_benchmark;
 pub mod recogniser;
