@@ -58,7 +58,11 @@ impl Run<'_> {
     ) -> Flowing<()> {
         self.open_bare(agent, tool)?;
         let (valid, invalid) = self.validate_values(&arguments);
-        let (valid, invalid) = self.with_typed_reading(text, valid, invalid);
+        let (mut valid, invalid) = self.with_typed_reading(text, valid, invalid);
+        let spans = self.typed_spans(text);
+        if let Some((name, value)) = self.free_text_reading(text, &spans) {
+            valid.entry(name).or_insert(value);
+        }
         self.apply_values(valid, invalid).await
     }
 

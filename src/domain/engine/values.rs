@@ -60,17 +60,59 @@ impl Run<'_> {
         if !settles && rejected.is_none() {
             return Ok(false);
         }
-        let valid: BTreeMap<String, Value> = reading
+        let spans: Vec<_> = reading.values.iter().map(|v| v.span.clone()).collect();
+        let mut valid: BTreeMap<String, Value> = reading
             .values
             .into_iter()
             .map(|v| (v.name, v.value))
             .collect();
+        if let Some((name, value)) = self.free_text_reading(text, &spans) {
+            valid.entry(name).or_insert(value);
+        }
         let invalid: Vec<(String, String, InvalidReason)> = rejected
             .into_iter()
             .map(|r| (r.name, r.invalid.raw, r.invalid.reason))
             .collect();
         self.apply_values(valid, invalid).await?;
         Ok(true)
+    }
+
+    /// MG-5 for free text: a message that starts a transaction, or answers it with typed values,
+    /// while a free-text parameter is missing, fills that parameter with the message itself
+    /// when it says more than a request for the tool: at least two of its words (outside the
+    /// typed values, filler excluded) appear in none of the tool's example utterances, title or
+    /// labels (`dispute the R$ 300 for equipment rental, I returned the modem` gives the reason;
+    /// `I want to dispute a charge` does not). A bare yes or no never fills it.
+    pub(super) fn free_text_reading(
+        &self,
+        text: &str,
+        spans: &[std::ops::Range<usize>],
+    ) -> Option<(String, Value)> {
+        let tool = self.active_tool()?;
+        let tx = self.active()?;
+        let param = tool.parameters.iter().find(|p| {
+            matches!(p.kind, parameter::ParameterKind::Text { .. })
+                && tx.missing_parameters.contains(&p.name)
+        })?;
+        let mut known: std::collections::HashSet<String> = std::collections::HashSet::new();
+        let phrases = tool
+            .examples
+            .values()
+            .flatten()
+            .chain([&tool.title.en, &tool.title.pt_br])
+            .chain(tool.parameters.iter().flat_map(|p| [&p.label.en, &p.label.pt_br]));
+        for phrase in phrases {
+            known.extend(parameter::content_words(phrase, &[]));
+        }
+        let news = parameter::content_words(text, spans)
+            .into_iter()
+            .filter(|w| !known.contains(w) && !w.chars().all(|c| c.is_ascii_digit()))
+            .count();
+        if news < 2 || crate::domain::confirmation::recognise(text).is_some() {
+            return None;
+        }
+        let value = param.kind.validate(&Value::String(text.trim().to_owned()), self.turn.locale);
+        value.ok().map(|v| (param.name.clone(), v))
     }
 
     /// The typed parsers' clear reading of `text` for the active tool's parameters (PR-1, MG-5),
@@ -84,6 +126,13 @@ impl Run<'_> {
             correction: true,
         };
         Some(read_clear_values(tool, text, self.turn.locale, options))
+    }
+
+    /// The spans of the typed values clearly read in `text` (for [`Self::free_text_reading`]).
+    pub(super) fn typed_spans(&self, text: &str) -> Vec<std::ops::Range<usize>> {
+        self.typed_reading(text)
+            .map(|r| r.values.into_iter().map(|v| v.span).collect())
+            .unwrap_or_default()
     }
 
     /// MG-5: the typed parsers' clear reading of the message wins over a model's value for the

@@ -108,6 +108,16 @@ pub use self::filler::{
     FILLER_PRONOUNS, FILLER_TO_BE,
 };
 pub use self::id::IdPattern;
+
+/// The folded words of `text` (lower case, no accents) that are not filler and lie outside
+/// `spans`: what a message says beyond its typed values (for free-text parameters, MG-5).
+pub fn content_words(text: &str, spans: &[std::ops::Range<usize>]) -> Vec<String> {
+    self::text::words(text)
+        .into_iter()
+        .filter(|(r, w)| !self::text::overlaps(spans, r) && !self::filler::is_filler(w))
+        .map(|(_, w)| w)
+        .collect()
+}
 pub use self::kind::{EnumValue, Invalid, InvalidReason, ParameterKind};
 
 #[cfg(test)]

@@ -127,10 +127,12 @@ impl EmbeddingModel {
         let assistant = self.assistant_for_classifier(&request.assistant);
         let (x, index) = self.embed_one(&assistant, &request.message).await?;
         let a = self.catalog.assistant(&assistant);
+        let active_tool = request.active_transaction.as_ref().map(|t| t.tool.as_str());
         Ok(classify_from(
             &index.rank(&x),
             a,
             request.active_agent.as_deref(),
+            active_tool,
         ))
     }
 
@@ -139,6 +141,7 @@ impl EmbeddingModel {
         Ok(route_from(
             &index.rank(&x),
             self.catalog.assistant(&request.assistant),
+            request.active_transaction.is_some(),
         ))
     }
 
@@ -178,10 +181,15 @@ fn agent_of<'a>(assistant: Option<&'a Assistant>, tool: &str) -> Option<&'a str>
 }
 
 /// The classifier's reading of ranked labels (see the module doc).
+///
+/// `CONTINUE` is the transaction's own tool (and the cancel examples) while one is active, so
+/// another tool of the same agent (`show me the bill` during a contestation) is a `ROUTE` the
+/// router decides; with an agent active but no transaction, that agent's tools.
 pub fn classify_from(
     ranked: &[(&Label, f32)],
     assistant: Option<&Assistant>,
     active_agent: Option<&str>,
+    active_tool: Option<&str>,
 ) -> ClassifierDecision {
     let mut p = [0.0f64; 4]; // continue, route, handoff, end
     for (label, prob) in ranked {
@@ -190,6 +198,13 @@ pub fn classify_from(
             Label::HumanHandoff => 2,
             Label::EndSession => 3,
             Label::Cancel if active_agent.is_some() => 0,
+            Label::Tool(t) if active_tool.is_some() => {
+                if Some(t.as_str()) == active_tool {
+                    0
+                } else {
+                    1
+                }
+            }
             Label::Tool(t) if active_agent.is_some() && agent_of(assistant, t) == active_agent => 0,
             _ => 1,
         };
@@ -213,7 +228,31 @@ pub fn classify_from(
 }
 
 /// The router's reading of ranked labels.
-pub fn route_from(ranked: &[(&Label, f32)], assistant: Option<&Assistant>) -> RouterDecision {
+///
+/// The router is asked only after session control chose a route (SC-4), so the handoff and end
+/// labels are not among its answers, nor the in-transaction cancel when no transaction is
+/// active: its probabilities are those of the labels that remain, renormalised (a conditional
+/// probability: `quero cancelar` is the order cancellation, not "abandon what is in flight").
+pub fn route_from(
+    ranked: &[(&Label, f32)],
+    assistant: Option<&Assistant>,
+    in_transaction: bool,
+) -> RouterDecision {
+    let routable = |l: &Label| match l {
+        Label::HumanHandoff | Label::EndSession => false,
+        Label::Cancel => in_transaction,
+        _ => true,
+    };
+    let mass: f32 = ranked
+        .iter()
+        .filter(|(l, _)| routable(l))
+        .map(|(_, p)| p)
+        .sum();
+    let ranked: Vec<(&Label, f32)> = ranked
+        .iter()
+        .filter(|(l, _)| routable(l))
+        .map(|(l, p)| (*l, if mass > 0.0 { p / mass } else { 0.0 }))
+        .collect();
     match ranked.first() {
         Some((Label::Tool(tool), p)) => match agent_of(assistant, tool) {
             Some(agent) => RouterDecision::Route {
