@@ -250,9 +250,18 @@ impl Run<'_> {
 
     /// PR-6: the recogniser, with the pending tool's action verbs in every locale.
     fn recognise(&self, text: &str) -> Option<Confirmation> {
+        // The tool's own name counts like its verbs (`yes, confirm the cancellation`, `confirmo
+        // a contestação`): its words of four letters or more, in every locale.
         let verbs: Vec<String> = self
             .active_tool()
-            .map(|t| t.action_verbs.values().flatten().cloned().collect())
+            .map(|t| {
+                let title_words = [&t.title.en, &t.title.pt_br]
+                    .into_iter()
+                    .flat_map(|title| title.split_whitespace())
+                    .filter(|w| w.chars().count() >= 4)
+                    .map(str::to_owned);
+                t.action_verbs.values().flatten().cloned().chain(title_words).collect()
+            })
             .unwrap_or_default();
         confirmation::recognise_with(text, &verbs)
     }

@@ -79,9 +79,9 @@ impl Run<'_> {
 
     /// MG-5 for free text: a message that starts a transaction, or answers it with typed values,
     /// while a free-text parameter is missing, fills that parameter with the message itself
-    /// when it says more than a request for the tool: at least two of its words (outside the
-    /// typed values, filler excluded) appear in none of the tool's example utterances, title or
-    /// labels (`dispute the R$ 300 for equipment rental, I returned the modem` gives the reason;
+    /// when it says more than a request for the tool: it has at least three words outside the
+    /// typed values and filler, and one of them appears in none of the tool's example
+    /// utterances, title or labels (`dispute the R$ 300 for equipment rental, I returned the modem` gives the reason;
     /// `I want to dispute a charge` does not). A bare yes or no never fills it.
     pub(super) fn free_text_reading(
         &self,
@@ -104,11 +104,12 @@ impl Run<'_> {
         for phrase in phrases {
             known.extend(parameter::content_words(phrase, &[]));
         }
-        let news = parameter::content_words(text, spans)
-            .into_iter()
-            .filter(|w| !known.contains(w) && !w.chars().all(|c| c.is_ascii_digit()))
+        let words = parameter::content_words(text, spans);
+        let news = words
+            .iter()
+            .filter(|w| !known.contains(*w) && !w.chars().all(|c| c.is_ascii_digit()))
             .count();
-        if news < 2 || crate::domain::confirmation::recognise(text).is_some() {
+        if news < 1 || words.len() < 3 || crate::domain::confirmation::recognise(text).is_some() {
             return None;
         }
         let value = param.kind.validate(&Value::String(text.trim().to_owned()), self.turn.locale);

@@ -27,7 +27,8 @@ use serde_json::Value;
 
 use crate::config::profiles::ModelProfile;
 use crate::domain::catalog::{Assistant, Catalog};
-use crate::domain::confirmation;
+use crate::domain::confirmation::{self, Confirmation};
+use crate::domain::transaction::TransactionStatus;
 use crate::domain::decision::{
     ClassifierDecision, InterpreterAct, InterpreterDecision, ModelAnswer, RouterDecision,
     SessionControl,
@@ -275,6 +276,12 @@ pub fn route_from(
     }
 }
 
+/// The message up to its first clause break (`,` `.` `;` `!`), when there is more after it.
+fn first_clause(message: &str) -> Option<&str> {
+    let (head, rest) = message.split_once([',', '.', ';', '!'])?;
+    (!rest.trim().is_empty() && !head.trim().is_empty()).then_some(head)
+}
+
 /// The interpreter's reading of ranked labels.
 pub fn interpret_from(
     ranked: &[(&Label, f32)],
@@ -289,7 +296,21 @@ pub fn interpret_from(
     let Some((top, top_p)) = ranked.first() else {
         return unclear(0.0);
     };
-    if **top == Label::Cancel {
+    let answer = confirmation::recognise(&request.message);
+    // PR-6: a confirmation pending and a first clause that plainly refuses (`nope, let me check
+    // with my wife first`, `melhor não, vou esperar`): a refusal, which is always safe.
+    let awaiting = request.transaction.status == TransactionStatus::AwaitingConfirmation;
+    if awaiting && first_clause(&request.message).and_then(confirmation::recognise)
+        == Some(Confirmation::Deny)
+    {
+        return InterpreterDecision {
+            act: InterpreterAct::Deny,
+            arguments: BTreeMap::new(),
+            confidence: 1.0,
+        };
+    }
+    // An affirmation (`go ahead`, `sim`) is never read as abandoning the transaction.
+    if **top == Label::Cancel && answer != Some(Confirmation::Affirm) {
         return InterpreterDecision {
             act: InterpreterAct::Cancel,
             arguments: BTreeMap::new(),
@@ -309,7 +330,7 @@ pub fn interpret_from(
         p.type_name == "text" && request.transaction.missing_parameters.contains(&p.name)
     });
     // A bare yes or no is no reason or description (the recogniser reads it as an answer).
-    let answer_word = confirmation::recognise(&request.message).is_some();
+    let answer_word = answer.is_some();
     let read_as_other = answer_word
         || match top {
         Label::Cancel | Label::HumanHandoff | Label::EndSession | Label::Topic { .. } => true,
