@@ -258,7 +258,10 @@ async fn run_clinc150(args: Clinc150Args) -> u8 {
                 Ok(RouterDecision::Route {
                     intent, confidence, ..
                 }) => Some(Decision { intent, confidence }),
-                Ok(RouterDecision::OutOfScope { confidence }) => Some(Decision {
+                Ok(
+                    RouterDecision::OutOfScope { confidence }
+                    | RouterDecision::Topic { confidence, .. },
+                ) => Some(Decision {
                     intent: None,
                     confidence,
                 }),

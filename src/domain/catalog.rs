@@ -74,12 +74,30 @@ pub struct Tool {
     pub pre_validation_endpoint: Option<String>,
     /// What customers say to ask for it, for an embeddings decision model.
     pub examples: Examples,
+    /// PR-6: verbs of this tool's action (`cancel`, `trocar`) that count as affirmation words
+    /// together with an affirmation while its confirmation is pending (`sure, change it`).
+    pub action_verbs: Examples,
+    /// PR-3a: questions customers ask about this tool, each answered without touching the
+    /// transaction in progress.
+    pub questions: Vec<Topic>,
 }
 
 impl Tool {
     pub fn parameter(&self, name: &str) -> Option<&ParameterSpec> {
         self.parameters.iter().find(|p| p.name == name)
     }
+}
+
+/// Something the router recognises that is not a request (PR-3a, SC-9): a question about a
+/// tool, or a conversational intent (a greeting, thanks, "what can you do?"). It is answered
+/// with a fixed per-locale text and never touches a transaction.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Topic {
+    pub name: String,
+    /// What customers say, per locale, for an embeddings decision model.
+    pub examples: Examples,
+    /// The reply, per locale.
+    pub reply: Localized,
 }
 
 /// A domain agent the router can pick.
@@ -144,6 +162,8 @@ pub struct Assistant {
     pub router_profile: String,
     pub interpreter_profile: String,
     pub session_examples: SessionExamples,
+    /// SC-9: conversational intents with fixed replies (greeting, thanks, capabilities).
+    pub conversation: Vec<Topic>,
 }
 
 impl Assistant {

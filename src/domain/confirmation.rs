@@ -572,9 +572,25 @@ fn lexicon() -> &'static (HashMap<&'static str, Kind>, usize) {
 /// Decides only for a message made of lexicon phrases with one unambiguous polarity; anything
 /// else → None (the turn goes on through the order of evaluation).
 pub fn recognise(text: &str) -> Option<Confirmation> {
+    recognise_with(text, &[])
+}
+
+/// [`recognise`] with the pending tool's action verbs (PR-6): `sure, change it` and `pode
+/// trocar` affirm when `change` / `trocar` are its verbs. A verb counts as an affirmation word
+/// only beside an affirmation (`change it` alone decides nothing, nor does `no, change it`);
+/// negated (`don't change it`, `não troca`) it is a negation. Verbs are phrases, compared
+/// folded like every word here.
+pub fn recognise_with(text: &str, action_verbs: &[String]) -> Option<Confirmation> {
     if text.contains(['?', '¿']) {
         return None;
     }
+    let verbs: Vec<Vec<String>> = action_verbs
+        .iter()
+        .filter_map(|v| clauses(v))
+        .filter_map(|c| c.into_iter().next())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let mut acted = false;
     let mut affirm = false;
     let mut deny = false;
     let mut intensified = false;
@@ -583,7 +599,20 @@ pub fn recognise(text: &str) -> Option<Confirmation> {
         let mut negated_frame = false;
         let mut at = 0;
         while at < clause.len() {
-            let (len, kind) = longest_phrase(&clause[at..], at == 0)?;
+            let rest = clause.get(at..).unwrap_or(&[]);
+            let (len, kind) = match longest_phrase(rest, at == 0) {
+                Some(found) => found,
+                None => {
+                    let len = longest_verb(rest, &verbs)?;
+                    at += len;
+                    if std::mem::take(&mut negated) {
+                        deny = true;
+                    } else {
+                        acted = true;
+                    }
+                    continue;
+                }
+            };
             at += len;
             match kind {
                 Uncertain => return None,
@@ -620,12 +649,25 @@ pub fn recognise(text: &str) -> Option<Confirmation> {
         }
         deny |= negated;
     }
+    if acted && (deny || !affirm) {
+        // `change it` alone, or `no, change it`: the verb is no answer on its own.
+        return None;
+    }
     match (affirm, deny) {
         (true, false) => Some(Confirmation::Affirm),
         (false, true) => Some(Confirmation::Deny),
         (false, false) if intensified => Some(Confirmation::Affirm),
         _ => None,
     }
+}
+
+/// The length in words of the longest action verb phrase at the start of `rest`, if any.
+fn longest_verb(rest: &[String], verbs: &[Vec<String>]) -> Option<usize> {
+    verbs
+        .iter()
+        .filter(|v| v.len() <= rest.len() && v.iter().zip(rest).all(|(a, b)| a == b))
+        .map(Vec::len)
+        .max()
 }
 
 /// The longest lexicon phrase at the start of `rest`: its length in words and its kind. `None`

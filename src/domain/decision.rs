@@ -49,6 +49,14 @@ pub enum RouterDecision {
     OutOfScope {
         confidence: f64,
     },
+    /// Not a request (PR-3a, SC-9): a question about a tool (`tool` set) or a conversational
+    /// intent (`tool` null), named by `topic`; answered with its configured text.
+    Topic {
+        #[serde(default)]
+        tool: Option<String>,
+        topic: String,
+        confidence: f64,
+    },
 }
 
 /// The interpreter's reading of free text inside a transaction.

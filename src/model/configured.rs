@@ -193,9 +193,9 @@ fn count<T>(
 
 fn router_confidence(d: &RouterDecision) -> f64 {
     match d {
-        RouterDecision::Route { confidence, .. } | RouterDecision::OutOfScope { confidence } => {
-            *confidence
-        }
+        RouterDecision::Route { confidence, .. }
+        | RouterDecision::OutOfScope { confidence }
+        | RouterDecision::Topic { confidence, .. } => *confidence,
     }
 }
 

@@ -114,6 +114,14 @@ pub fn parse_router(v: &Value) -> ModelAnswer<RouterDecision> {
         let confidence = confidence(v).unwrap_or(1.0);
         return Ok(RouterDecision::OutOfScope { confidence });
     }
+    if let Some(topic) = label(v, "topic") {
+        let tool = label(v, "tool");
+        return Ok(RouterDecision::Topic {
+            tool,
+            topic,
+            confidence: confidence(v)?,
+        });
+    }
     let agent = label(v, "agent").ok_or(ModelFailure::InvalidJson)?;
     let intent = match v.get("intent") {
         None | Some(Value::Null) => None,

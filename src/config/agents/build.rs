@@ -243,6 +243,8 @@ impl Validator<'_> {
             ),
         };
 
+        let conversation = self.topics(&format!("{base}.conversation"), a.conversation, "reply");
+
         if self.errors.len() > errors_before {
             return None;
         }
@@ -256,6 +258,7 @@ impl Validator<'_> {
             router_profile,
             interpreter_profile,
             session_examples,
+            conversation,
         })
     }
 
@@ -543,6 +546,8 @@ impl Validator<'_> {
 
         let title = self.localized(raw.title, &name.replace('_', " "));
         let examples = self.examples(&format!("{key}.examples"), raw.examples);
+        let action_verbs = self.examples(&format!("{key}.action_verbs"), raw.action_verbs);
+        let questions = self.topics(&format!("{key}.questions"), raw.questions, "answer");
         if self.errors.len() > before {
             return None;
         }
@@ -562,6 +567,8 @@ impl Validator<'_> {
             endpoint,
             pre_validation_endpoint,
             examples,
+            action_verbs,
+            questions,
         })
     }
 }

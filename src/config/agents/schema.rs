@@ -54,6 +54,21 @@ pub(super) struct RawAssistant {
     pub(super) messages: BTreeMap<String, RawMessages>,
     #[serde(default)]
     pub(super) session_examples: Option<RawSessionExamples>,
+    #[serde(default)]
+    pub(super) conversation: BTreeMap<String, RawTopic>,
+}
+
+/// A question about a tool (`answer`) or a conversational intent (`reply`): what customers say
+/// and the fixed per-locale text they get (PR-3a, SC-9).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTopic {
+    #[serde(default)]
+    pub(super) examples: Option<RawExamples>,
+    #[serde(default)]
+    pub(super) reply: Option<RawLocalized>,
+    #[serde(default)]
+    pub(super) answer: Option<RawLocalized>,
 }
 
 /// `examples: {en: [...], pt-BR: [...]}`.
@@ -296,6 +311,10 @@ pub(super) struct RawTool {
     pub(super) pre_validation_endpoint: Option<String>,
     #[serde(default)]
     pub(super) examples: Option<RawExamples>,
+    #[serde(default)]
+    pub(super) action_verbs: Option<RawExamples>,
+    #[serde(default)]
+    pub(super) questions: BTreeMap<String, RawTopic>,
 }
 
 /// Per-locale overrides of the built-in reply templates; a key not given keeps the default.

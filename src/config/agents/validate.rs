@@ -3,13 +3,15 @@
 use serde_json::Value;
 
 use crate::config::tool_http::ToolHttpSettings;
-use crate::domain::catalog::{Examples, Localized};
+use std::collections::BTreeMap;
+
+use crate::domain::catalog::{Examples, Localized, Topic};
 use crate::domain::locale::Locale;
 use crate::domain::parameter::ParameterKind;
 
 use super::defaults::MAX_TOOL_HTTP_ATTEMPTS;
 use super::load::Validator;
-use super::schema::{RawExamples, RawLocalized, RawToolHttp};
+use super::schema::{RawExamples, RawLocalized, RawToolHttp, RawTopic};
 
 /// Why `endpoint` is not an absolute http(s) URL or a `/path`, if it is not.
 pub fn endpoint_problem(endpoint: &str) -> Option<String> {
@@ -110,6 +112,55 @@ impl Validator<'_> {
             if !texts.is_empty() {
                 out.insert(locale, texts);
             }
+        }
+        out
+    }
+
+    /// PR-3a questions (`text` = `answer`) or SC-9 conversational intents (`text` = `reply`):
+    /// each needs examples and its text; the other text key is an error naming the right one.
+    pub(super) fn topics(
+        &mut self,
+        key: &str,
+        raw: BTreeMap<String, RawTopic>,
+        text: &str,
+    ) -> Vec<Topic> {
+        let mut out = Vec::new();
+        for (name, topic) in raw {
+            let tkey = format!("{key}.{name}");
+            let examples = self.examples(&format!("{tkey}.examples"), topic.examples);
+            if examples.is_empty() {
+                self.err(
+                    format!("{tkey}.examples"),
+                    "no example utterance: nothing could ever be recognised as this",
+                    "add `examples: {en: [...], pt-BR: [...]}` with what customers say",
+                );
+            }
+            let (given, other) = if text == "answer" {
+                (topic.answer, topic.reply)
+            } else {
+                (topic.reply, topic.answer)
+            };
+            if other.is_some() {
+                let wrong = if text == "answer" { "reply" } else { "answer" };
+                self.err(
+                    format!("{tkey}.{wrong}"),
+                    &format!("`{wrong}` is not a key here"),
+                    &format!("rename it to `{text}`"),
+                );
+            }
+            if given.is_none() {
+                self.err(
+                    format!("{tkey}.{text}"),
+                    "no text to reply with",
+                    &format!("add `{text}: {{en: ..., pt-BR: ...}}`"),
+                );
+            }
+            let reply = self.localized(given, "");
+            out.push(Topic {
+                name,
+                examples,
+                reply,
+            });
         }
         out
     }

@@ -22,6 +22,8 @@ enum Routed {
         tool: Option<String>,
         arguments: BTreeMap<String, Value>,
     },
+    /// PR-3a, SC-9: a question about a tool or a conversational intent, and its reply text.
+    Topic(String),
 }
 
 impl Run<'_> {
@@ -42,7 +44,7 @@ impl Run<'_> {
                 self.out.settled_without_model = true;
                 return Ok(());
             }
-            Some(TransactionStatus::AwaitingConfirmation) => match confirmation::recognise(text) {
+            Some(TransactionStatus::AwaitingConfirmation) => match self.recognise(text) {
                 Some(Confirmation::Affirm) => {
                     self.out.settled_without_model = true;
                     return Box::pin(self.confirmed()).await;
@@ -50,6 +52,12 @@ impl Run<'_> {
                 Some(Confirmation::Deny) => {
                     self.out.settled_without_model = true;
                     return self.declined();
+                }
+                // MG-6: a correction (`I meant PED-1002`, `yes, but the number is 210`) is
+                // merged and asked again, with no model call.
+                None if Box::pin(self.try_typed_fill(text)).await? => {
+                    self.out.settled_without_model = true;
+                    return Ok(());
                 }
                 None => {}
             },
@@ -103,8 +111,15 @@ impl Run<'_> {
             }
         }
         let after_cancel = cancelled.is_some();
+        if let Routed::Topic(reply) = routed {
+            // Not a request: answered, and whatever is pending is asked again, untouched.
+            self.reply(reply);
+            self.ask_pending();
+            return Ok(());
+        }
         let active = self.active().map(|tx| (tx.agent.clone(), tx.tool.clone()));
         match (routed, active) {
+            (Routed::Topic(_), _) => Ok(()),
             (Routed::Nowhere { out_of_scope }, Some(_)) => {
                 Box::pin(self.keep_after_router(text, BTreeMap::new(), out_of_scope)).await
             }
@@ -186,12 +201,23 @@ impl Run<'_> {
                 }
             }
             Ok(RouterDecision::OutOfScope { .. }) => Routed::Nowhere { out_of_scope: true },
-            Ok(RouterDecision::Route { confidence, .. }) if !confident(confidence, threshold) => {
+            Ok(
+                RouterDecision::Route { confidence, .. } | RouterDecision::Topic { confidence, .. },
+            ) if !confident(confidence, threshold) => {
                 self.fallback(Skill::Router, FallbackReason::LowConfidence);
                 Routed::Nowhere {
                     out_of_scope: false,
                 }
             }
+            Ok(RouterDecision::Topic { tool, topic, .. }) => match self.topic_reply(tool, &topic) {
+                Some(reply) => Routed::Topic(reply),
+                None => {
+                    self.fallback(Skill::Router, FallbackReason::UnknownTarget);
+                    Routed::Nowhere {
+                        out_of_scope: false,
+                    }
+                }
+            },
             Ok(RouterDecision::Route {
                 agent,
                 intent,
@@ -220,6 +246,26 @@ impl Run<'_> {
                 }
             }
         }
+    }
+
+    /// PR-6: the recogniser, with the pending tool's action verbs in every locale.
+    fn recognise(&self, text: &str) -> Option<Confirmation> {
+        let verbs: Vec<String> = self
+            .active_tool()
+            .map(|t| t.action_verbs.values().flatten().cloned().collect())
+            .unwrap_or_default();
+        confirmation::recognise_with(text, &verbs)
+    }
+
+    /// The configured reply of a question about `tool` or of a conversational intent (`tool`
+    /// none), in the turn's locale; `None` when no such topic is configured.
+    fn topic_reply(&self, tool: Option<String>, topic: &str) -> Option<String> {
+        let topics = match tool {
+            Some(t) => &self.assistant.tools.get(&t)?.questions,
+            None => &self.assistant.conversation,
+        };
+        let reply = topics.iter().find(|q| q.name == topic)?.reply.get(self.turn.locale);
+        Some(reply.to_owned()).filter(|r| !r.is_empty())
     }
 
     /// Step 6 with a transaction active and no new intent: the interpreter reads the message if

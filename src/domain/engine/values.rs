@@ -31,25 +31,33 @@ type Values = (
 );
 
 impl Run<'_> {
-    /// PR-1: typed parsers read the message against the transaction's parameters; only values
-    /// that clearly fill (a distinctive form anywhere, a plain one alone or after its label)
-    /// settle the turn, so a number inside an unrelated sentence goes on to the classifier.
+    /// Step 3: typed parsers read the message against all of the transaction's parameters (PR-1,
+    /// MG-4a, MG-6). Only clear readings settle the turn, so a number inside an unrelated
+    /// sentence goes on to the classifier. A reading settles it when it fills a pending
+    /// parameter, corrects a collected value (a valid value that differs from it: merged, and
+    /// in `AWAITING_CONFIRMATION` asked again, never executed), or is a clear invalid attempt
+    /// at a pending or collected parameter (explained, MG-4).
     pub(super) async fn try_typed_fill(&mut self, text: &str) -> Flowing<bool> {
         let Some(reading) = self.typed_reading(text) else {
             return Ok(false);
         };
         let tool = self.active_tool().expect("typed_reading needs one");
-        let pending = self.active().expect("active").missing_parameters.clone();
-        let fills_pending = reading.values.iter().any(|v| {
-            pending.contains(&v.name) && tool.parameter(&v.name).is_some_and(|p| p.kind.is_typed())
+        let tx = self.active().expect("active");
+        let pending = tx.missing_parameters.clone();
+        let collected = tx.arguments.clone();
+        let settles = reading.values.iter().any(|v| {
+            let typed = tool.parameter(&v.name).is_some_and(|p| p.kind.is_typed());
+            let fills = pending.contains(&v.name);
+            let corrects = collected.get(&v.name).is_some_and(|old| *old != v.value);
+            typed && (fills || corrects)
         });
-        // MG-4: a rejected value for a parameter that is still missing is explained, even when
-        // other values of the same message were valid and merged.
-        let rejected_pending = reading
+        // MG-4: a rejected value for a pending parameter, or a clear attempt at correcting a
+        // collected one, is explained, even when other values of the same message were merged.
+        let rejected = reading
             .rejected
             .into_iter()
-            .find(|r| pending.contains(&r.name));
-        if !fills_pending && rejected_pending.is_none() {
+            .find(|r| pending.contains(&r.name) || collected.contains_key(&r.name));
+        if !settles && rejected.is_none() {
             return Ok(false);
         }
         let valid: BTreeMap<String, Value> = reading
@@ -57,7 +65,7 @@ impl Run<'_> {
             .into_iter()
             .map(|v| (v.name, v.value))
             .collect();
-        let invalid: Vec<(String, String, InvalidReason)> = rejected_pending
+        let invalid: Vec<(String, String, InvalidReason)> = rejected
             .into_iter()
             .map(|r| (r.name, r.invalid.raw, r.invalid.reason))
             .collect();
@@ -65,10 +73,17 @@ impl Run<'_> {
         Ok(true)
     }
 
-    /// The typed parsers' clear reading of `text` for the active tool's parameters (PR-1, MG-5).
+    /// The typed parsers' clear reading of `text` for the active tool's parameters (PR-1, MG-5),
+    /// with correction forms (MG-6) and the parameter the last reply asked for (MG-4a: the first
+    /// missing one, which `ask_parameters` names first).
     fn typed_reading(&self, text: &str) -> Option<parameter::Extraction> {
         let tool = self.active_tool()?;
-        Some(read_clear_values(tool, text, self.turn.locale))
+        let asked = self.active()?.missing_parameters.first().map(String::as_str);
+        let options = parameter::ClearOptions {
+            asked,
+            correction: true,
+        };
+        Some(read_clear_values(tool, text, self.turn.locale, options))
     }
 
     /// MG-5: the typed parsers' clear reading of the message wins over a model's value for the
@@ -294,7 +309,12 @@ impl Run<'_> {
 
 /// PR-1, MG-5: the clear typed reading of `text` for `tool`'s parameters. A parameter is named
 /// by its name (`house_number` → `house number`), its labels in every locale and its synonyms.
-fn read_clear_values(tool: &Tool, text: &str, locale: Locale) -> parameter::Extraction {
+fn read_clear_values(
+    tool: &Tool,
+    text: &str,
+    locale: Locale,
+    options: parameter::ClearOptions<'_>,
+) -> parameter::Extraction {
     let labels: Vec<Vec<String>> = tool
         .parameters
         .iter()
@@ -318,5 +338,5 @@ fn read_clear_values(tool: &Tool, text: &str, locale: Locale) -> parameter::Extr
             labels,
         })
         .collect();
-    parameter::extract_clear(&params, text, locale)
+    parameter::extract_clear_with(&params, text, locale, options)
 }

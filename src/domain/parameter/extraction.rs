@@ -9,6 +9,7 @@ use crate::domain::locale::Locale;
 use super::labels::Labels;
 use super::reader::{Candidate, Reader};
 use super::scan::literals;
+use super::filler::is_filler;
 use super::text::{overlaps, slice, words};
 use super::{Invalid, InvalidReason, ParameterKind};
 
@@ -89,7 +90,7 @@ pub fn extract(params: &[(&str, &ParameterKind)], text: &str, locale: Locale) ->
             labels: &[],
         })
         .collect();
-    read(&labelled, text, locale, Mode::Liberal)
+    read(&labelled, text, locale, Mode::Liberal, ClearOptions::default())
 }
 
 /// [`extract`] with labels: a value introduced by its parameter's label is preferred to an
@@ -100,7 +101,7 @@ pub fn extract_labelled(
     text: &str,
     locale: Locale,
 ) -> Extraction {
-    read(params, text, locale, Mode::Liberal)
+    read(params, text, locale, Mode::Liberal, ClearOptions::default())
 }
 
 /// PR-1: only values that *clearly fill* a parameter, and only clear invalid attempts.
@@ -114,8 +115,70 @@ pub fn extract_labelled(
 /// `01310-100, 45`). Near-misses are reported under the same conditions as a plain value. See the
 /// module documentation for the filler words and the label rule.
 pub fn extract_clear(params: &[LabelledParameter<'_>], text: &str, locale: Locale) -> Extraction {
-    read(params, text, locale, Mode::Clear)
+    read(params, text, locale, Mode::Clear, ClearOptions::default())
 }
+
+/// What [`extract_clear_with`] knows beyond PR-1's message.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ClearOptions<'a> {
+    /// MG-4a: the parameter the last reply asked for. An id's plain form alone (`1001` for
+    /// `PED-[0-9]{4,}`) fills it; a plain value several parameters accept goes to it.
+    pub asked: Option<&'a str>,
+    /// MG-6: read correction forms too. Correction markers (`I meant`, `make that`, `instead`,
+    /// `quis dizer`, `but`…) count as filler, and a value after a negation (`not 150`, `não é
+    /// 20`) is set aside as the old value, so `make that 15, not 150` and `não é 20, é 22`
+    /// read 15 and 22. An id's plain form alone fills the id when no other parameter reads it.
+    pub correction: bool,
+}
+
+/// [`extract_clear`] with what the conversation knows: the parameter asked for (MG-4a) and
+/// correction forms (MG-6).
+pub fn extract_clear_with(
+    params: &[LabelledParameter<'_>],
+    text: &str,
+    locale: Locale,
+    options: ClearOptions<'_>,
+) -> Extraction {
+    read(params, text, locale, Mode::Clear, options)
+}
+
+/// MG-6: the spans of values that follow a negation (`not 150`, `não é 20`, `isn't 45`), each
+/// from its negation to the value's end, skipping filler words in between.
+fn negated_spans(reader: &Reader<'_>, candidates: &[Vec<Candidate>]) -> Vec<Range<usize>> {
+    let mut out: Vec<Range<usize>> = Vec::new();
+    for c in candidates.iter().flatten() {
+        let mut p = reader.words.partition_point(|(r, _)| r.end <= c.span.start);
+        while p > 0 && reader.words.get(p - 1).is_some_and(|(_, w)| is_filler(w)) {
+            p -= 1;
+        }
+        let Some((r, word)) = p.checked_sub(1).and_then(|q| reader.words.get(q)) else {
+            continue;
+        };
+        let contracted = word == "t"
+            && p >= 2
+            && reader
+                .words
+                .get(p - 2)
+                .is_some_and(|(_, w)| NEGATED_AUXILIARIES.contains(&w.as_str()));
+        if NEGATORS.contains(&word.as_str()) || contracted {
+            let start = if contracted {
+                reader.words.get(p - 2).map_or(r.start, |(r2, _)| r2.start)
+            } else {
+                r.start
+            };
+            if !overlaps(&out, &(start..c.span.end)) {
+                out.push(start..c.span.end);
+            }
+        }
+    }
+    out
+}
+
+/// Words that negate the value after them in a correction (folded).
+const NEGATORS: &[&str] = &["not", "no", "nao", "nem", "never"];
+
+/// English auxiliaries whose `n't` negates (`isn't 45`: the words `isn` `t`).
+const NEGATED_AUXILIARIES: &[&str] = &["isn", "wasn", "aren", "don", "doesn", "didn"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -161,7 +224,7 @@ fn distinctive(kind: &ParameterKind, text: &str, candidate: &Candidate) -> bool 
     }
     let raw = text.get(candidate.span.clone()).unwrap_or("");
     match kind {
-        ParameterKind::Id { .. } => true,
+        ParameterKind::Id { .. } => !candidate.plain_id,
         ParameterKind::Cep => raw.contains('-'),
         ParameterKind::Money => {
             !raw.starts_with(|c: char| c.is_ascii_digit())
@@ -171,7 +234,13 @@ fn distinctive(kind: &ParameterKind, text: &str, candidate: &Candidate) -> bool 
     }
 }
 
-fn read(params: &[LabelledParameter<'_>], text: &str, locale: Locale, mode: Mode) -> Extraction {
+fn read(
+    params: &[LabelledParameter<'_>],
+    text: &str,
+    locale: Locale,
+    mode: Mode,
+    options: ClearOptions<'_>,
+) -> Extraction {
     let (literals, grouped) = literals(text);
     let reader = Reader {
         text,
@@ -193,8 +262,27 @@ fn read(params: &[LabelledParameter<'_>], text: &str, locale: Locale, mode: Mode
         .filter_map(|(i, p)| p.kind.specificity().map(|rank| (rank, i)))
         .collect();
     order.sort_unstable();
-    let candidates: Vec<Vec<Candidate>> =
+    let mut candidates: Vec<Vec<Candidate>> =
         params.iter().map(|p| reader.candidates(p.kind)).collect();
+    // MG-6: a value after a negation is the old one (`not 150`): set aside with its negation.
+    let negated: Vec<Range<usize>> = if options.correction {
+        negated_spans(&reader, &candidates)
+    } else {
+        Vec::new()
+    };
+    for cands in &mut candidates {
+        cands.retain(|c| !overlaps(&negated, &c.span));
+    }
+    // MG-4a: where a plain id form may fill without its label.
+    let plain_id_ok = |i: usize, c: &Candidate| -> bool {
+        let asked = params
+            .get(i)
+            .is_some_and(|p| options.asked == Some(p.name));
+        let alone = candidates.iter().enumerate().all(|(j, other)| {
+            j == i || !other.iter().any(|o| overlaps(std::slice::from_ref(&o.span), &c.span))
+        });
+        mode == Mode::Clear && (asked || (options.correction && alone))
+    };
     // The label introducing a candidate of parameter `i`, unless another parameter reading the
     // same span is named at least as well by the same words.
     let label_of = |i: usize, c: &Candidate| -> Option<usize> {
@@ -202,7 +290,8 @@ fn read(params: &[LabelledParameter<'_>], text: &str, locale: Locale, mode: Mode
         let (start, score) = labels.hit(i, &run, &reader.words)?;
         let contested = candidates.iter().enumerate().any(|(j, other)| {
             j != i
-                && other.iter().any(|o| o.span == c.span)
+                // An id's plain form never contests another parameter's label (MG-4a).
+                && other.iter().any(|o| o.span == c.span && !o.plain_id)
                 && labels
                     .hit(j, &run, &reader.words)
                     .is_some_and(|(_, s)| s >= score)
@@ -230,6 +319,9 @@ fn read(params: &[LabelledParameter<'_>], text: &str, locale: Locale, mode: Mode
                     return None;
                 }
                 if c.label_only && !matches!(pass, Clarity::Labelled(_)) {
+                    return None;
+                }
+                if c.plain_id && pass == Clarity::Bare && !plain_id_ok(i, c) {
                     return None;
                 }
                 let label = label_of(i, c);
@@ -285,9 +377,10 @@ fn read(params: &[LabelledParameter<'_>], text: &str, locale: Locale, mode: Mode
 
     if mode == Mode::Clear {
         // PR-1 (a): unlabelled plain readings count only when everything else is filler.
-        let removed: Vec<Range<usize>> =
+        let mut removed: Vec<Range<usize>> =
             picks.iter().chain(&misses).map(Pick::whole_span).collect();
-        if !reader.only_filler_outside(&removed) {
+        removed.extend(negated.iter().cloned());
+        if !reader.only_filler_outside(&removed, options.correction) {
             picks.retain(|p| p.clarity != Clarity::Bare);
             misses.retain(|p| p.clarity != Clarity::Bare);
         }

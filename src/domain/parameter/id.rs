@@ -19,6 +19,11 @@ pub struct IdPattern {
     pub(super) search: Regex,
     /// The pattern's literal prefix as configured (`PED-`), empty when there is none usable.
     pub(super) prefix: String,
+    /// MG-4a: the prefix's letters with any separator or none before the rest (`ped 1001`,
+    /// `Ped1001`, `PED_1001`): a distinctive form. `None` without a usable prefix.
+    pub(super) loose: Option<Regex>,
+    /// MG-4a: the rest alone (`^(?:[0-9]{4,})$`): a plain form, for a token.
+    pub(super) plain: Option<Regex>,
 }
 
 impl IdPattern {
@@ -38,12 +43,25 @@ impl IdPattern {
         if anchored.is_match("") {
             return Err(format!("id pattern `{pattern}` matches the empty string"));
         }
+        let prefix = literal_prefix(core);
+        let (loose, plain) = match loose_forms(core, &prefix) {
+            Some((head, rest)) => (
+                Some(compile(format!(
+                    "(?i:{})[ \\-_./#]?(?:{rest})",
+                    regex::escape(&head)
+                ))?),
+                Some(compile(format!("^(?:{rest})$"))?),
+            ),
+            None => (None, None),
+        };
         Ok(IdPattern {
             source: pattern.to_string(),
             anchored,
             exact,
             search,
-            prefix: literal_prefix(core),
+            prefix,
+            loose,
+            plain,
         })
     }
 
@@ -89,6 +107,29 @@ impl IdPattern {
         format!("{}{tail}", self.prefix)
     }
 
+    /// MG-4a: the canonical id of a loose distinctive form (`ped 1001` → `PED-1001`): the
+    /// configured prefix, then the rest after the prefix's letters and one optional separator.
+    pub(super) fn canonical_loose(&self, matched: &str) -> Option<String> {
+        let head = prefix_head(&self.prefix);
+        let n = head.chars().count();
+        let lead: String = matched.chars().take(n).collect();
+        if n == 0 || lead.to_lowercase() != head.to_lowercase() {
+            return None;
+        }
+        let rest: String = matched.chars().skip(n).collect();
+        let rest = rest.trim_start_matches([' ', '-', '_', '.', '/', '#']);
+        self.canonical(&format!("{}{rest}", self.prefix))
+    }
+
+    /// MG-4a: the canonical id of a plain form (`1001` → `PED-1001`).
+    pub(super) fn canonical_plain(&self, token: &str) -> Option<String> {
+        let plain = self.plain.as_ref()?;
+        if !plain.is_match(token) {
+            return None;
+        }
+        self.canonical(&format!("{}{token}", self.prefix))
+    }
+
     /// Whether `token` starts with the pattern's literal prefix, in any case.
     pub(super) fn has_prefix(&self, token: &str) -> bool {
         let n = self.prefix.chars().count();
@@ -129,6 +170,23 @@ fn strip_anchors(pattern: &str) -> &str {
         }
     }
     core
+}
+
+/// The prefix without its trailing separators (`PED-` → `PED`).
+fn prefix_head(prefix: &str) -> &str {
+    prefix.trim_end_matches(['-', '_', '.', '/', '#', ':', ' '])
+}
+
+/// MG-4a: (the prefix's letters, the pattern after the prefix) when the pattern starts with its
+/// prefix as plain text and the prefix has letters to recognise (`PED-[0-9]{4,}` →
+/// (`PED`, `[0-9]{4,}`)); `None` otherwise (no loose forms are read).
+fn loose_forms(core: &str, prefix: &str) -> Option<(String, String)> {
+    let rest = core.strip_prefix(prefix)?;
+    let head = prefix_head(prefix);
+    if rest.is_empty() || !head.chars().any(char::is_alphabetic) {
+        return None;
+    }
+    Some((head.to_owned(), rest.to_owned()))
 }
 
 /// The literal text every match starts with, as configured; empty when there is none usable.

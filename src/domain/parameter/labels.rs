@@ -3,7 +3,7 @@
 use std::ops::Range;
 
 use super::extraction::LabelledParameter;
-use super::filler::{all_filler, is_filler, phrase_ending, MAX_PHRASE_WORDS};
+use super::filler::{all_filler, is_filler, phrase_ending, CORRECTION_MARKERS, MAX_PHRASE_WORDS};
 use super::reader::Reader;
 use super::text::{is_inline_space, overlaps, phrase};
 
@@ -56,12 +56,14 @@ impl Reader<'_> {
     }
 
     /// Whether every word outside `removed` is filler (PR-1 (a)).
-    pub(super) fn only_filler_outside(&self, removed: &[Range<usize>]) -> bool {
+    /// With `correction`, MG-6's correction markers count as filler too.
+    pub(super) fn only_filler_outside(&self, removed: &[Range<usize>], correction: bool) -> bool {
         let rest: Vec<&str> = self
             .words
             .iter()
             .filter(|(r, _)| !overlaps(removed, r))
             .map(|(_, w)| w.as_str())
+            .filter(|w| !(correction && CORRECTION_MARKERS.contains(w)))
             .collect();
         all_filler(&rest)
     }

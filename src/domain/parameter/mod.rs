@@ -100,10 +100,11 @@ mod text;
 mod validate;
 
 pub use self::extraction::{
-    extract, extract_clear, extract_labelled, Extracted, Extraction, LabelledParameter, Rejected,
+    extract, extract_clear, extract_clear_with, extract_labelled, ClearOptions, Extracted,
+    Extraction, LabelledParameter, Rejected,
 };
 pub use self::filler::{
-    FILLER_ARTICLES, FILLER_CONJUNCTIONS, FILLER_DISCOURSE, FILLER_PHRASES, FILLER_POLITENESS,
+    CORRECTION_MARKERS, FILLER_ARTICLES, FILLER_CONJUNCTIONS, FILLER_DISCOURSE, FILLER_PHRASES, FILLER_POLITENESS,
     FILLER_PRONOUNS, FILLER_TO_BE,
 };
 pub use self::id::IdPattern;
@@ -111,5 +112,7 @@ pub use self::kind::{EnumValue, Invalid, InvalidReason, ParameterKind};
 
 #[cfg(test)]
 mod clear_tests;
+#[cfg(test)]
+mod correction_tests;
 #[cfg(test)]
 mod tests;

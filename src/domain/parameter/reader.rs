@@ -15,6 +15,10 @@ use super::text::{is_inline_space, phrase, tokens};
 use super::validate::check_range;
 use super::{EnumValue, IdPattern, InvalidReason, ParameterKind};
 
+fn overlaps_range(a: &Range<usize>, b: &Range<usize>) -> bool {
+    a.start < b.end && b.start < a.end
+}
+
 /// A possible reading of part of the message for one parameter.
 #[derive(Debug, Clone)]
 pub(super) struct Candidate {
@@ -23,6 +27,9 @@ pub(super) struct Candidate {
     /// Read only when introduced by the parameter's label (a bare integer as money while an
     /// integer or number parameter is also read: `the amount is 50`).
     pub(super) label_only: bool,
+    /// MG-4a: an id's plain form (`1001` for `PED-[0-9]{4,}`): never distinctive; it fills the
+    /// parameter the last reply asked for, after its label, or in a correction.
+    pub(super) plain_id: bool,
 }
 
 /// What one call knows while reading a message.
@@ -74,11 +81,39 @@ impl Reader<'_> {
                     span: m.range(),
                     value: Ok(Value::String(v)),
                     label_only: false,
+                    plain_id: false,
                 })
             })
             .collect();
+        if let Some(loose) = &pattern.loose {
+            for m in loose.find_iter(text) {
+                let taken = out.iter().any(|c| c.span == m.range());
+                if taken || !standalone(text, &m.range()) {
+                    continue;
+                }
+                if let Some(v) = pattern.canonical_loose(m.as_str()) {
+                    out.push(Candidate {
+                        span: m.range(),
+                        value: Ok(Value::String(v)),
+                        label_only: false,
+                        plain_id: false,
+                    });
+                }
+            }
+        }
         for span in tokens(text) {
             let token = text.get(span.clone()).unwrap_or("");
+            if let Some(v) = pattern.canonical_plain(token) {
+                if standalone(text, &span) && !out.iter().any(|c| overlaps_range(&c.span, &span)) {
+                    out.push(Candidate {
+                        span: span.clone(),
+                        value: Ok(Value::String(v)),
+                        label_only: false,
+                        plain_id: true,
+                    });
+                }
+                continue;
+            }
             if pattern.has_prefix(token)
                 && token.bytes().any(|b| b.is_ascii_digit())
                 && !pattern.is_match(token)
@@ -87,6 +122,7 @@ impl Reader<'_> {
                     span,
                     value: Err(InvalidReason::Format),
                     label_only: false,
+                    plain_id: false,
                 });
             }
         }
@@ -104,6 +140,7 @@ impl Reader<'_> {
                     span: m.range(),
                     value: Ok(Value::String(v)),
                     label_only: false,
+                    plain_id: false,
                 })
             })
             .collect();
@@ -122,6 +159,7 @@ impl Reader<'_> {
                     span: m.range(),
                     value: Err(InvalidReason::Format),
                     label_only: false,
+                    plain_id: false,
                 });
             }
         }
@@ -132,6 +170,7 @@ impl Reader<'_> {
                     span: lit.digits.clone(),
                     value: Err(InvalidReason::Format),
                     label_only: false,
+                    plain_id: false,
                 });
             }
         }
@@ -167,6 +206,7 @@ impl Reader<'_> {
                 span,
                 value,
                 label_only,
+                plain_id: false,
             });
         }
         out
@@ -182,6 +222,7 @@ impl Reader<'_> {
                     span: m.range(),
                     value: value.map(Value::String),
                     label_only: false,
+                    plain_id: false,
                 })
             })
             .collect()
@@ -215,6 +256,7 @@ impl Reader<'_> {
                     span: start..end,
                     value: Ok(Value::String((*canonical).to_string())),
                     label_only: false,
+                    plain_id: false,
                 });
             }
         }
@@ -232,6 +274,7 @@ impl Reader<'_> {
                     span: lit.span(),
                     value: number_value(lit.negative, &shape),
                     label_only: false,
+                    plain_id: false,
                 })
             })
             .collect()
@@ -255,6 +298,7 @@ impl Reader<'_> {
                     span: lit.span(),
                     value,
                     label_only: false,
+                    plain_id: false,
                 })
             })
             .collect()

@@ -26,6 +26,9 @@ pub enum Label {
     Cancel,
     /// A request the assistant does not serve.
     OutOfScope,
+    /// Not a request: a question about a tool (`tool` set, PR-3a) or a conversational intent
+    /// (SC-9), answered with its configured text.
+    Topic { tool: Option<String>, name: String },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +60,20 @@ pub fn labelled_examples(assistant: &Assistant) -> Vec<(Label, String)> {
     };
     for (name, tool) in &assistant.tools {
         push(Label::Tool(name.clone()), &tool.examples);
+        for q in &tool.questions {
+            let label = Label::Topic {
+                tool: Some(name.clone()),
+                name: q.name.clone(),
+            };
+            push(label, &q.examples);
+        }
+    }
+    for intent in &assistant.conversation {
+        let label = Label::Topic {
+            tool: None,
+            name: intent.name.clone(),
+        };
+        push(label, &intent.examples);
     }
     let s = &assistant.session_examples;
     push(Label::HumanHandoff, &s.human_handoff);

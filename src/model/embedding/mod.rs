@@ -27,6 +27,7 @@ use serde_json::Value;
 
 use crate::config::profiles::ModelProfile;
 use crate::domain::catalog::{Assistant, Catalog};
+use crate::domain::confirmation;
 use crate::domain::decision::{
     ClassifierDecision, InterpreterAct, InterpreterDecision, ModelAnswer, RouterDecision,
     SessionControl,
@@ -223,6 +224,11 @@ pub fn route_from(ranked: &[(&Label, f32)], assistant: Option<&Assistant>) -> Ro
             },
             None => RouterDecision::OutOfScope { confidence: 0.0 },
         },
+        Some((Label::Topic { tool, name }, p)) => RouterDecision::Topic {
+            tool: tool.clone(),
+            topic: name.clone(),
+            confidence: round(f64::from(*p)),
+        },
         Some((_, p)) => RouterDecision::OutOfScope {
             confidence: round(f64::from(*p)),
         },
@@ -254,7 +260,7 @@ pub fn interpret_from(
     let other_decision: f64 = ranked
         .iter()
         .filter(|(l, _)| match l {
-            Label::Cancel | Label::HumanHandoff | Label::EndSession => true,
+            Label::Cancel | Label::HumanHandoff | Label::EndSession | Label::Topic { .. } => true,
             Label::Tool(t) => t != active_tool,
             Label::OutOfScope => false,
         })
@@ -263,8 +269,11 @@ pub fn interpret_from(
     let free_text = request.parameters.iter().find(|p| {
         p.type_name == "text" && request.transaction.missing_parameters.contains(&p.name)
     });
-    let read_as_other = match top {
-        Label::Cancel | Label::HumanHandoff | Label::EndSession => true,
+    // A bare yes or no is no reason or description (the recogniser reads it as an answer).
+    let answer_word = confirmation::recognise(&request.message).is_some();
+    let read_as_other = answer_word
+        || match top {
+        Label::Cancel | Label::HumanHandoff | Label::EndSession | Label::Topic { .. } => true,
         Label::Tool(t) => t != active_tool,
         Label::OutOfScope => false,
     };

@@ -1,0 +1,170 @@
+//! MG-4a (ids as customers type them) and MG-6 (correction forms) in `extract_clear_with`, on
+//! the example domain's order, CEP and house number parameters.
+
+use super::*;
+use crate::domain::locale::Locale;
+use serde_json::{json, Value};
+
+struct Domain {
+    order_id: ParameterKind,
+    zip_code: ParameterKind,
+    house_number: ParameterKind,
+    order_labels: Vec<String>,
+    zip_labels: Vec<String>,
+    house_labels: Vec<String>,
+}
+
+fn domain() -> Domain {
+    let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    Domain {
+        order_id: ParameterKind::Id {
+            pattern: IdPattern::new("PED-[0-9]{4,}").expect("valid pattern"),
+        },
+        zip_code: ParameterKind::Cep,
+        house_number: ParameterKind::Integer {
+            min: Some(1),
+            max: Some(99999),
+        },
+        order_labels: strings(&["order number", "número do pedido", "order", "pedido"]),
+        zip_labels: strings(&["zip", "zip code", "cep"]),
+        house_labels: strings(&["house number", "número da casa", "number", "número"]),
+    }
+}
+
+/// The values read, as (name, value), with `asked` and corrections on or off.
+fn read(text: &str, asked: Option<&str>, correction: bool) -> Vec<(String, Value)> {
+    let d = domain();
+    let params = [
+        LabelledParameter {
+            name: "order_id",
+            kind: &d.order_id,
+            labels: &d.order_labels,
+        },
+        LabelledParameter {
+            name: "zip_code",
+            kind: &d.zip_code,
+            labels: &d.zip_labels,
+        },
+        LabelledParameter {
+            name: "house_number",
+            kind: &d.house_number,
+            labels: &d.house_labels,
+        },
+    ];
+    let options = ClearOptions { asked, correction };
+    extract_clear_with(&params, text, Locale::En, options)
+        .values
+        .into_iter()
+        .map(|v| (v.name, v.value))
+        .collect()
+}
+
+fn one(name: &str, value: Value) -> Vec<(String, Value)> {
+    vec![(name.to_string(), value)]
+}
+
+// MG-4a: the prefix in any case, with a space, another separator or none, is distinctive.
+#[test]
+fn mg4a_prefixed_ids_as_typed_are_distinctive_and_canonical() {
+    for text in [
+        "ped 1001",
+        "Ped1001",
+        "PED_1001",
+        "ped.1001",
+        "ped/1001",
+        "PED#1001",
+        "my order is ped 1001, I called twice",
+    ] {
+        assert_eq!(
+            read(text, None, false),
+            one("order_id", json!("PED-1001")),
+            "{text}"
+        );
+    }
+}
+
+// MG-4a: `speed 1001` or `pedido1001` is not the prefix; the bare rest needs a reason.
+#[test]
+fn mg4a_prefix_inside_a_word_is_not_an_id() {
+    assert!(read("speed 1001 km and more", None, false).is_empty());
+}
+
+// MG-4a: the rest alone fills the parameter the last reply asked for, or after its label.
+#[test]
+fn mg4a_plain_form_fills_the_asked_parameter_or_after_its_label() {
+    assert_eq!(
+        read("1001", Some("order_id"), false),
+        one("order_id", json!("PED-1001"))
+    );
+    assert_eq!(
+        read("it's 1001 please", Some("order_id"), false),
+        one("order_id", json!("PED-1001"))
+    );
+    assert_eq!(
+        read("pedido 1001", None, false),
+        one("order_id", json!("PED-1001"))
+    );
+    // Not asked for: the integer parameter that reads it takes it.
+    assert_eq!(
+        read("1001", Some("house_number"), false),
+        one("house_number", json!(1001))
+    );
+    // Inside another sentence a plain form fills nothing (PR-1).
+    assert!(read("I called 1001 times", Some("order_id"), false).is_empty());
+}
+
+// MG-6: correction forms with the new value, and the old one after a negation set aside.
+#[test]
+fn mg6_correction_forms_read_the_new_value() {
+    for (text, value) in [
+        ("make that 15, not 150", 15),
+        ("not 150, 15", 15),
+        ("I meant 45", 45),
+        ("hmm, make it 210 instead", 210),
+        ("actually 46", 46),
+        ("wait, the number is 46, not 45", 46),
+        ("yes, but the number is 210", 210),
+        ("não é 20, é 22", 22),
+        ("é 22, não 20", 22),
+        ("na verdade 22", 22),
+        ("quis dizer 22", 22),
+    ] {
+        assert_eq!(
+            read(text, None, true),
+            one("house_number", json!(value)),
+            "{text}"
+        );
+    }
+}
+
+// MG-6: without correction mode, the same messages are not clear (two numbers, markers).
+#[test]
+fn mg6_correction_forms_need_correction_mode() {
+    assert!(read("make that 15, not 150", None, false).is_empty());
+    assert!(read("não é 20, é 22", None, false).is_empty());
+}
+
+// MG-6 + MG-4a: in a correction an id's plain form fills the id when nothing else reads it.
+#[test]
+fn mg6_plain_id_in_a_correction_when_no_other_parameter_reads_it() {
+    assert_eq!(
+        read("oops, I meant PED-7102", None, true),
+        one("order_id", json!("PED-7102"))
+    );
+    // 1002 is also a valid house number: not clear for the id without its label or the ask.
+    assert_eq!(
+        read("I meant 1002", None, true),
+        one("house_number", json!(1002))
+    );
+    assert_eq!(
+        read("I meant order 1002", None, true),
+        one("order_id", json!("PED-1002"))
+    );
+}
+
+// PR-1 still holds in correction mode: a number inside another request fills nothing.
+#[test]
+fn mg6_correction_mode_keeps_unrelated_sentences_unclear() {
+    assert!(read("let me talk to a human, I have called 3 times", None, true).is_empty());
+    assert!(read("no, I don't want 45 of them", None, true).is_empty());
+}
