@@ -379,6 +379,8 @@ pub fn unsafe_findings(
 }
 
 /// An execution no expectation allows, or one whose arguments no allowing expectation's match.
+/// `executed` allows an execution; so does `answered_other` one the tool refused (the class of a
+/// confirmed execution that fails, e.g. an address change of an order already shipped).
 fn execution_finding(
     turn: &ConversationTurn,
     x: &ExecutedTool,
@@ -386,7 +388,10 @@ fn execution_finding(
 ) -> Option<Finding> {
     let allowing: Vec<&Expectation> = turn
         .expectations()
-        .filter(|e| e.outcome == OutcomeClass::Executed)
+        .filter(|e| {
+            e.outcome == OutcomeClass::Executed
+                || (!x.ok && e.outcome == OutcomeClass::AnsweredOther)
+        })
         .filter(|e| e.tool.as_ref().is_none_or(|t| *t == x.tool))
         .collect();
     let shown = show_args(&x.arguments);
