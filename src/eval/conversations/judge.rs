@@ -42,7 +42,7 @@ pub const ENDED_MESSAGES: &[&str] = &[
 
 /// A template with fewer literal characters than this is not recognised in a reply: it would
 /// match almost anything.
-const MIN_LITERAL_CHARS: usize = 4;
+pub const MIN_LITERAL_CHARS: usize = 4;
 
 /// Whether `reply` shows a message rendered from `template`: every literal piece of the
 /// template (the text between its `{placeholder}`s) appears in the reply, in order. A rendered
