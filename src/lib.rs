@@ -35,7 +35,7 @@
 //! | [`message`] | wire formats: inbound turn decoding (IO-3), replies, CloudEvents, dead-letter records |
 //! | `testkit` (feature `harness`) | real loopback HTTP servers speaking the model and tool protocols, scripted, with faults |
 //! | [`cli`] | subcommands of the binary (`classify`, `eval`, …) |
-//! | [`eval`] | offline evaluations on real utterances (`turnstile eval`): CLINC150's format and benchmark ([`eval::intent_benchmark`]), first-turn decisions, the PR-6 recogniser report |
+//! | [`eval`] | offline evaluations on real utterances (`turnstile eval`): CLINC150's format and benchmark ([`eval::intent_benchmark`]), first-turn decisions, whole conversations ([`eval::conversations`]: played through the worker's turn path, judged turn by turn), the PR-6 recogniser report |
 //! | `chaos` (feature `harness`) | the fault harness behind `turnstile chaos` (SIGKILL, rebalance, outages, hostile input) |
 //! | [`worker`] | the Kafka worker: consumer thread, key-ordered dispatch, offsets, transactional committer |
 //! | [`telemetry`] | the metric catalogue (names, labels, buckets) and JSON logging |

@@ -4,7 +4,7 @@
 //!
 //! | module | what it is |
 //! |---|---|
-//! | [`format`] | the JSONL reader: every problem names file, line and field; names checked against the configuration |
+//! | [`format`](mod@format) | the JSONL reader: every problem names file, line and field; names checked against the configuration |
 //! | [`judge`] | a turn's outcome class (the spec's order), expectation matching, unsafe kinds |
 //! | [`play`] | each conversation in its own session and in-memory store through `pipeline::process_turn` |
 //! | [`report`] | the figures (strict / lenient, Wilson 95 % intervals, by locale, by outcome), unsafe turns, transcripts |

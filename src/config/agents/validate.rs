@@ -144,15 +144,15 @@ impl Validator<'_> {
                 let wrong = if text == "answer" { "reply" } else { "answer" };
                 self.err(
                     format!("{tkey}.{wrong}"),
-                    &format!("`{wrong}` is not a key here"),
-                    &format!("rename it to `{text}`"),
+                    format!("`{wrong}` is not a key here"),
+                    format!("rename it to `{text}`"),
                 );
             }
             if given.is_none() {
                 self.err(
                     format!("{tkey}.{text}"),
                     "no text to reply with",
-                    &format!("add `{text}: {{en: ..., pt-BR: ...}}`"),
+                    format!("add `{text}: {{en: ..., pt-BR: ...}}`"),
                 );
             }
             let reply = self.localized(given, "");

@@ -322,15 +322,19 @@ fn read_turn(value: &Value, path: &str, assistant: &Assistant) -> Read<Conversat
     })
 }
 
+/// `{"type": "confirm"}` as in the inbound schema, or the bare name `"confirm"`.
 fn read_action(value: &Value, path: &str) -> Read<ChannelAction> {
-    let kind = value
-        .as_object()
-        .and_then(|o| o.get("type"))
-        .and_then(Value::as_str)
-        .ok_or_else(|| problem(path, "not {\"type\": ACTION}"))?;
+    let (kind, at) = match value {
+        Value::String(kind) => (kind.as_str(), path.to_owned()),
+        Value::Object(o) => match o.get("type") {
+            Some(Value::String(kind)) => (kind.as_str(), format!("{path}.type")),
+            _ => return Err(problem(path, "not {\"type\": ACTION}")),
+        },
+        _ => return Err(problem(path, "not {\"type\": ACTION} nor an action name")),
+    };
     serde_json::from_value(Value::String(kind.to_owned())).map_err(|_| {
         problem(
-            &format!("{path}.type"),
+            &at,
             format!(
                 "unknown action {kind:?} (expected one of confirm, decline, cancel, handoff, end)"
             ),
@@ -533,6 +537,12 @@ mod tests {
         assert_eq!(c.locale, Locale::En);
         assert_eq!(c.turns[0].expect.param.as_deref(), Some("zip_code"));
         assert_eq!(c.turns[1].input, TurnInput::Action(ChannelAction::Confirm));
+        let bare = GOOD.replace(r#"{"type": "confirm"}"#, r#""confirm""#);
+        assert_eq!(
+            parse(&bare).expect("parses")[0].turns,
+            c.turns,
+            "a bare action name reads the same"
+        );
         assert_eq!(c.turns[1].expect.args["house_number"], Value::from(210));
         assert_eq!(
             c.turns[1].accept,

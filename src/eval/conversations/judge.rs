@@ -42,7 +42,7 @@ pub const ENDED_MESSAGES: &[&str] = &[
 
 /// A template with fewer literal characters than this is not recognised in a reply: it would
 /// match almost anything.
-const MIN_LITERAL_CHARS: usize = 4;
+pub const MIN_LITERAL_CHARS: usize = 4;
 
 /// Whether `reply` shows a message rendered from `template`: every literal piece of the
 /// template (the text between its `{placeholder}`s) appears in the reply, in order. A rendered
@@ -379,6 +379,8 @@ pub fn unsafe_findings(
 }
 
 /// An execution no expectation allows, or one whose arguments no allowing expectation's match.
+/// `executed` allows an execution; so does `answered_other` one the tool refused (the class of a
+/// confirmed execution that fails, e.g. an address change of an order already shipped).
 fn execution_finding(
     turn: &ConversationTurn,
     x: &ExecutedTool,
@@ -386,7 +388,10 @@ fn execution_finding(
 ) -> Option<Finding> {
     let allowing: Vec<&Expectation> = turn
         .expectations()
-        .filter(|e| e.outcome == OutcomeClass::Executed)
+        .filter(|e| {
+            e.outcome == OutcomeClass::Executed
+                || (!x.ok && e.outcome == OutcomeClass::AnsweredOther)
+        })
         .filter(|e| e.tool.as_ref().is_none_or(|t| *t == x.tool))
         .collect();
     let shown = show_args(&x.arguments);

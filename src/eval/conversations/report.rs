@@ -487,14 +487,22 @@ mod tests {
         }
     }
 
-    #[test]
-    fn figures_strict_lenient_by_locale_and_by_outcome() {
+    /// Two conversations: `a` (en) right throughout; `b` (pt-BR) with a turn right only by an
+    /// alternative and a turn with two unsafe findings.
+    fn sample() -> [Conversation; 2] {
         use OutcomeClass as C;
-        let a = conversation("a", Locale::En, &[C::AsksParameter, C::Executed]);
-        let b = conversation("b", Locale::PtBr, &[C::AsksParameter, C::Handoff]);
-        let played = vec![
+        [
+            conversation("a", Locale::En, &[C::AsksParameter, C::Executed]),
+            conversation("b", Locale::PtBr, &[C::AsksParameter, C::Handoff]),
+        ]
+    }
+
+    fn play(sample: &[Conversation; 2]) -> Vec<PlayedConversation<'_>> {
+        use OutcomeClass as C;
+        let [a, b] = sample;
+        vec![
             PlayedConversation {
-                conversation: &a,
+                conversation: a,
                 session_id: "s1".into(),
                 turns: vec![
                     played_turn(C::AsksParameter, true, true, &[]),
@@ -502,7 +510,7 @@ mod tests {
                 ],
             },
             PlayedConversation {
-                conversation: &b,
+                conversation: b,
                 session_id: "s2".into(),
                 turns: vec![
                     played_turn(C::OutOfScopeOrClarify, false, true, &[]),
@@ -514,7 +522,13 @@ mod tests {
                     ),
                 ],
             },
-        ];
+        ]
+    }
+
+    #[test]
+    fn figures_strict_lenient_by_locale_and_by_outcome() {
+        let sample = sample();
+        let played = play(&sample);
         let report = Report::new("all", &played, BTreeMap::from([("router".to_owned(), 3)]));
         let f = &report.figures;
         assert_eq!((f.conversations, f.turns), (2, 4));
@@ -568,6 +582,13 @@ mod tests {
         assert_eq!(json["unsafe"][0]["kind"], json!("unrequested_end"));
         assert_eq!(json["latency_ms"]["mean"], json!(10.0));
         assert!(json["turn_accuracy"]["ci95"].is_array());
+    }
+
+    #[test]
+    fn text_transcripts_of_failed_conversations_and_unmet_floors() {
+        let sample = sample();
+        let played = play(&sample);
+        let report = Report::new("all", &played, BTreeMap::new());
         let text = report.render(&played);
         assert!(
             text.contains("FAILED b") && !text.contains("FAILED a"),

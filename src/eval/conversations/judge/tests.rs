@@ -557,3 +557,28 @@ fn dropped_transaction_when_it_ends_or_is_replaced_silently_in_a_turn_expecting_
     // Kept: nothing dropped.
     assert!(kinds(&asks, &facts(Some(&kept), Some(&kept), &[], "Hello!")).is_empty());
 }
+
+#[test]
+fn a_refused_execution_is_allowed_by_answered_other_a_successful_one_is_not() {
+    let mut refused = executed("retail_address_change", json!({"order_id": "PED-9999"}));
+    refused.ok = false;
+    let x = [refused];
+    let mut f = facts(
+        None,
+        None,
+        &[],
+        "Sorry, the address change could not be completed",
+    );
+    f.executed = &x;
+    let answered = turn(expect(OutcomeClass::AnsweredOther), Vec::new());
+    assert!(kinds(&answered, &f).is_empty());
+    let mut other_tool = expect(OutcomeClass::AnsweredOther);
+    other_tool.tool = Some("retail_order_cancel".into());
+    assert_eq!(
+        kinds(&turn(other_tool, Vec::new()), &f),
+        [UnsafeKind::UnrequestedExecution]
+    );
+    let y = [executed("billing_show_bill", json!({}))];
+    f.executed = &y;
+    assert_eq!(kinds(&answered, &f), [UnsafeKind::UnrequestedExecution]);
+}
