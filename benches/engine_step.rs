@@ -224,6 +224,7 @@ fn scripted(n: usize, req: &Request, at: i64) -> Answer {
         Request::PreValidate(_) => Answer::PreValidation(PreValidationResult {
             eligible: true,
             reason: None,
+            code: None,
             data: serde_json::Value::Null,
             at_ms: at,
         }),

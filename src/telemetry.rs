@@ -22,6 +22,8 @@ pub const TRANSACTION_TRANSITIONS_TOTAL: &str = "turnstile_transaction_transitio
 pub const EVENTS_TOTAL: &str = "turnstile_events_total";
 pub const INCONSISTENT_STATES_TOTAL: &str = "turnstile_inconsistent_states_total";
 pub const TURNS_SETTLED_WITHOUT_MODEL_TOTAL: &str = "turnstile_turns_settled_without_model_total";
+/// RP-1: completed tools' results by tool and `rendering` (`ResultRendering::as_str`).
+pub const TOOL_RESULTS_RENDERED_TOTAL: &str = "turnstile_tool_results_rendered_total";
 // The worker.
 pub const TURNS_TOTAL: &str = "turnstile_turns_total";
 pub const TURN_DURATION_SECONDS: &str = "turnstile_turn_duration_seconds";
@@ -128,6 +130,12 @@ pub fn describe() {
         TURNS_SETTLED_WITHOUT_MODEL_TOTAL,
         Unit::Count,
         "Turns a typed parser, the recogniser or a channel action settled with no model call."
+    );
+    describe_counter!(
+        TOOL_RESULTS_RENDERED_TOTAL,
+        Unit::Count,
+        "Completed tools' results shown to the customer, by tool and rendering (template, \
+         unmapped_value, no_template, missing_field; RP-1)."
     );
     describe_counter!(TURNS_TOTAL, Unit::Count, "Inbound turns by outcome.");
     describe_histogram!(
@@ -260,6 +268,10 @@ pub fn record_outcome(outcome: &TurnOutcome) {
     }
     if outcome.settled_without_model {
         counter!(TURNS_SETTLED_WITHOUT_MODEL_TOTAL).increment(1);
+    }
+    for (tool, rendering) in &outcome.results {
+        counter!(TOOL_RESULTS_RENDERED_TOTAL, "tool" => tool.clone(), "rendering" => rendering.as_str())
+            .increment(1);
     }
 }
 

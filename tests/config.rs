@@ -182,7 +182,7 @@ fn example_config_has_the_example_domain() {
         "The session has ended. Thank you for contacting us."
     );
     assert!(en.confirm.contains("{arguments}") && en.confirm.contains("yes or no"));
-    assert!(en.ask_parameters.contains("{labels}"));
+    assert!(en.ask_parameters.contains("{params}"));
     let pt = a.messages(Locale::PtBr);
     assert_ne!(pt.human_handoff, en.human_handoff);
     assert!(pt.confirm.contains("sim ou não"));
@@ -771,4 +771,163 @@ fn tool_http_settings_parse_and_validate() {
         let err = catalog_err(&format!("{MINIMAL}tool_http: {block}\n"));
         assert_names(&err, "agents.yaml", key, needle);
     }
+}
+
+// ---- what the customer reads (RP-1..RP-4): the keys and their errors ----
+
+/// MINIMAL with `extra` appended under the tool `order_cancel`.
+fn with_tool_keys(extra: &str) -> String {
+    MINIMAL.replace(
+        "        confirmation: true\n",
+        &format!("        confirmation: true\n{extra}"),
+    )
+}
+
+#[test]
+fn rp1_rp2_rp3_wording_keys_build_the_catalog() {
+    let yaml = with_tool_keys(
+        "        gender: feminine\n\
+         \x20       result: {en: \"Order {order_id} is {status}[ ({eta:date})].\"}\n\
+         \x20       result_fields:\n\
+         \x20         status: {label: {pt-BR: situação}, values: {open: {en: open, pt-BR: aberto}}}\n\
+         \x20         total: {format: money}\n\
+         \x20       service_locale: pt-BR\n\
+         \x20       reasons: {shipped: {en: it shipped}}\n",
+    )
+    .replace("    tenants:", "    currency_symbol: \"US$\"\n    tenants:");
+    let c = parse_catalog(&yaml, "agents.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let a = c.assistant("shop-bot").unwrap();
+    assert_eq!(a.currency_symbol, "US$");
+    let t = &a.tools["order_cancel"];
+    // No `phrase`: "the <title>" / "a <title>" for a feminine tool.
+    assert_eq!(t.wording.phrase.get(Locale::En), "the order cancel");
+    assert_eq!(t.wording.phrase.get(Locale::PtBr), "a order cancel");
+    assert_eq!(t.wording.service_locale, Locale::PtBr);
+    // RP-2: a locale without a text has none (no borrowing from another language).
+    assert!(!t.wording.result.contains_key(&Locale::PtBr));
+    assert!(!t.wording.reasons["shipped"].contains_key(&Locale::PtBr));
+    let p = t.parameter("order_id").unwrap();
+    assert_eq!(p.wording.phrase.get(Locale::PtBr), "o order_id");
+}
+
+#[test]
+fn rp3_pt_br_gender_is_told_by_the_phrase_or_named() {
+    let yaml = with_tool_keys("        phrase: {pt-BR: a troca do pedido}\n");
+    let c = parse_catalog(&yaml, "agents.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let t = &c.assistant("shop-bot").unwrap().tools["order_cancel"];
+    assert_eq!(
+        t.wording.phrase.gender,
+        turnstile::domain::wording::Gender::Feminine
+    );
+    assert_names(
+        &catalog_err(&with_tool_keys(
+            "        phrase: {pt-BR: troca do pedido}\n",
+        )),
+        "agents.yaml",
+        "assistants.shop-bot.tools.order_cancel.phrase.pt-BR",
+        "gender",
+    );
+    assert_names(
+        &catalog_err(&with_tool_keys(
+            "        phrase: {pt-BR: a troca}\n        gender: masculine\n",
+        )),
+        "agents.yaml",
+        "assistants.shop-bot.tools.order_cancel.gender",
+        "agree",
+    );
+}
+
+#[test]
+fn rp1_result_templates_and_fields_are_checked() {
+    for (extra, key, needle) in [
+        (
+            "        result: {en: \"Order {order_id\"}\n",
+            "tools.order_cancel.result.en",
+            "never closed",
+        ),
+        (
+            "        result: {en: \"{total:euro}\"}\n",
+            "tools.order_cancel.result.en",
+            "unknown format `euro`",
+        ),
+        (
+            "        result: {pt-BR: \"{status|a|b}\"}\n",
+            "tools.order_cancel.result.pt-BR",
+            "gender",
+        ),
+        (
+            "        result_fields: {total: {format: euro}}\n",
+            "tools.order_cancel.result_fields.total.format",
+            "money, date",
+        ),
+        (
+            "        service_locale: fr\n",
+            "tools.order_cancel.service_locale",
+            "unknown locale",
+        ),
+        (
+            "        reasons: {shipped: {en: \" \"}}\n",
+            "tools.order_cancel.reasons.shipped.en",
+            "empty",
+        ),
+        (
+            "        phrase: {en: \"\"}\n",
+            "tools.order_cancel.phrase.en",
+            "empty",
+        ),
+    ] {
+        assert_names(
+            &catalog_err(&with_tool_keys(extra)),
+            "agents.yaml",
+            &format!("assistants.shop-bot.{key}"),
+            needle,
+        );
+    }
+}
+
+#[test]
+fn rp2_rp3_message_templates_are_checked_per_key() {
+    for (message, needle) in [
+        // RP-3: {tool} carries its article.
+        (
+            "completed: \"Done! Your {tool} is complete.\"",
+            "`your {tool}`",
+        ),
+        // RP-2: a reason may be absent, so it stands in an optional segment.
+        ("failed: \"Sorry: {reason}.\"", "[: {reason}]"),
+        // Each key has its own placeholders.
+        (
+            "confirm: \"Confirm {reason}?\"",
+            "unknown placeholder `{reason}`",
+        ),
+        ("clarify: \"Sorry {x}\"", "takes no placeholder"),
+        ("declined: \"OK [{tool}\"", "never closed"),
+        ("routed: \"{agent|a|b}\"", "has no gender"),
+    ] {
+        let yaml = format!("{MINIMAL}    messages:\n      en: {{{message}}}\n");
+        let key = message.split(':').next().unwrap();
+        assert_names(
+            &catalog_err(&yaml),
+            "agents.yaml",
+            &format!("assistants.shop-bot.messages.en.{key}"),
+            needle,
+        );
+    }
+    let yaml = MINIMAL.replace("    tenants:", "    currency_symbol: \" \"\n    tenants:");
+    assert_names(
+        &catalog_err(&yaml),
+        "agents.yaml",
+        "assistants.shop-bot.currency_symbol",
+        "empty",
+    );
+    // A message without placeholders is shown as written, its escapes resolved.
+    let yaml = format!("{MINIMAL}    messages:\n      en: {{clarify: \"Sorry [[?]]\"}}\n");
+    let c = parse_catalog(&yaml, "agents.yaml").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        c.assistant("shop-bot")
+            .unwrap()
+            .messages(Locale::En)
+            .clarify,
+        "Sorry [?]"
+    );
 }

@@ -102,6 +102,7 @@ impl ToolGateway for RecordingTools {
         PreValidationResult {
             eligible: true,
             reason: None,
+            code: None,
             data: json!(null),
             at_ms: ctx.turn_at_ms,
         }

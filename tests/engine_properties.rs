@@ -163,6 +163,7 @@ fn answer(req: &Request, p: &TurnPlan, at_ms: i64) -> Answer {
         Request::PreValidate(_) => Answer::PreValidation(PreValidationResult {
             eligible: p.eligible,
             reason: None,
+            code: None,
             data: Value::Null,
             at_ms,
         }),

@@ -186,6 +186,8 @@ async fn pre_validation_accepts_an_open_order_and_refuses_a_shipped_one() {
         shipped.reason.as_deref(),
         Some("order PED-9999 has already shipped")
     );
+    // RP-2: the code the tool's `reasons` texts are keyed by.
+    assert_eq!(shipped.code.as_deref(), Some("already_shipped"));
     assert_eq!(shipped.data["status"], "shipped");
 }
 
@@ -292,6 +294,8 @@ async fn the_same_idempotency_key_executes_once() {
             .contains("already cancelled"),
         "{again:?}"
     );
+    // RP-2: a decided failure's body is the result data, with its code.
+    assert_eq!(again.data["code"], "already_cancelled", "{again:?}");
 }
 
 #[tokio::test]
@@ -318,6 +322,7 @@ async fn a_shipped_order_fails_at_execution_too() {
             .contains("already shipped"),
         "{result:?}"
     );
+    assert_eq!(result.data["code"], "already_shipped", "{result:?}");
 }
 
 #[tokio::test]

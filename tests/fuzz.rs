@@ -222,6 +222,7 @@ fn tools_for(t: &FuzzTurn) -> ScriptedTools {
                 data: json!({}),
                 retryable: t.retryable,
                 error: (!t.tool_ok).then(|| "fuzz".to_owned()),
+                code: None,
             }),
         );
         script.insert(
@@ -229,6 +230,7 @@ fn tools_for(t: &FuzzTurn) -> ScriptedTools {
             ToolScript::PreValidation(PreValidationScript {
                 eligible: t.eligible,
                 reason: None,
+                code: None,
                 data: Value::Null,
             }),
         );

@@ -655,6 +655,7 @@ fn run_turn(state: &AgentState, turn: &Turn) -> TurnOutcome {
                 Request::PreValidate(_) => Answer::PreValidation(PreValidationResult {
                     eligible: true,
                     reason: None,
+                    code: None,
                     data: json!({}),
                     at_ms: turn.at_ms,
                 }),
@@ -808,6 +809,7 @@ fn hand_outcome(replies: Vec<String>, events: Vec<Event>) -> TurnOutcome {
         inconsistencies: vec![],
         transitions: vec![],
         settled_without_model: false,
+        results: vec![],
     }
 }
 

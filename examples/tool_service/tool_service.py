@@ -16,10 +16,15 @@ The webhook contract (the "Tool webhooks" comment of config/agents.example.yaml)
     headers: Idempotency-Key      the same on every retry and restart of one call
              X-Turnstile-Turn-Id  the turn that caused the call (for your logs)
 
-    execution       2xx + JSON result = done. 4xx {"error": text} = failed for good (the text is
-                    shown to the customer). 408, 429, 5xx = the worker retries with the same key.
-    pre-validation  2xx {"eligible": bool, "reason": text, "data": any}. Anything else and the
-                    worker treats the transaction as NOT eligible (it fails closed).
+    execution       2xx + JSON result = done. 4xx {"error": text, "code": text} = failed for good.
+                    408, 429, 5xx = the worker retries with the same key.
+    pre-validation  2xx {"eligible": bool, "reason": text, "code": text, "data": any}. Anything
+                    else and the worker treats the transaction as NOT eligible (it fails closed).
+
+    The customer reads a refusal's `code` through the tool's `reasons` texts in their language;
+    the `reason` / `error` text itself only when the conversation is in the tool's
+    `service_locale` (English here) and the code has no text (RP-2). Codes of this service:
+    already_shipped, already_cancelled.
 
 Debugging aids (not part of the contract): GET /health -> {"status": "ok"};
 GET /executions -> how often each Idempotency-Key executed and was answered from the store.
@@ -40,12 +45,14 @@ MAX_BODY_BYTES = 1024 * 1024  # a webhook body is a few hundred bytes; refuse an
 
 
 class ToolError(Exception):
-    """A decided failure: the worker ends the transaction FAILED and shows `message`."""
+    """A decided failure: the worker ends the transaction FAILED; the customer reads the tool's
+    text for `code` (or `message` in a conversation in English)."""
 
-    def __init__(self, status, message):
+    def __init__(self, status, message, code=None):
         super().__init__(message)
         self.status = status
         self.message = message
+        self.code = code
 
 
 # ---- Your domain ---------------------------------------------------------------------------------
@@ -73,10 +80,10 @@ def pre_validate_order_cancel(args, call):
     status = order_status(order_id)
     if status == "shipped":
         return {"eligible": False, "reason": "order %s has already shipped" % order_id,
-                "data": {"order_id": order_id, "status": status}}
+                "code": "already_shipped", "data": {"order_id": order_id, "status": status}}
     if status == "cancelled":
         return {"eligible": False, "reason": "order %s is already cancelled" % order_id,
-                "data": {"order_id": order_id, "status": status}}
+                "code": "already_cancelled", "data": {"order_id": order_id, "status": status}}
     return {"eligible": True, "reason": "order %s can be cancelled" % order_id,
             "data": {"order_id": order_id, "status": status}}
 
@@ -86,7 +93,7 @@ def order_cancel(args, call):
     # Check again at execution: the order may have shipped since the pre-validation.
     verdict = pre_validate_order_cancel(args, call)
     if not verdict["eligible"]:
-        raise ToolError(409, verdict["reason"])
+        raise ToolError(409, verdict["reason"], verdict["code"])
     CANCELLED_ORDERS.add(order_id)
     return {"order_id": order_id, "status": "cancelled",
             "cancellation_id": short_id("CAN", call["key"]), "refund": "full, within 5 business days"}
@@ -108,7 +115,9 @@ def address_change(args, call):
     order_id = args["order_id"]
     status = order_status(order_id)
     if status != "processing":
-        raise ToolError(409, "order %s is %s; its address can no longer change" % (order_id, status))
+        code = "already_shipped" if status == "shipped" else "already_cancelled"
+        raise ToolError(409, "order %s is %s; its address can no longer change" % (order_id, status),
+                        code)
     return {"order_id": order_id, "status": "address_updated",
             "address": {"zip_code": args["zip_code"], "house_number": args["house_number"]}}
 
@@ -217,7 +226,10 @@ def handle_call(tool, action, body, key, turn_id):
         try:
             return 200, execute(args, call)
         except ToolError as e:
-            return e.status, {"error": e.message}
+            body = {"error": e.message}
+            if e.code:
+                body["code"] = e.code
+            return e.status, body
         except Exception as e:  # a bug or a backend outage: retryable, nothing stored
             return 500, {"error": "internal error: %s" % e}
 

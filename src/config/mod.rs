@@ -173,28 +173,38 @@ fn structural_fix(message: &str) -> String {
     }
 }
 
-/// Placeholders a message template may use.
+/// Placeholders a message template may use (each key allows a subset:
+/// [`crate::domain::reply::placeholders`]).
 pub const PLACEHOLDERS: &[&str] = &[
     "label",
     "labels",
     "value",
     "example",
+    "expected",
     "tool",
+    "Tool",
+    "tool_title",
+    "param",
+    "Param",
+    "params",
     "arguments",
+    "fields",
     "reason",
     "agent",
+    "Agent",
 ];
 
-/// The placeholders (`{name}`) used in `template` that are not in [`PLACEHOLDERS`].
+/// The placeholders (`{name}`) used in `template` that are not in [`PLACEHOLDERS`] (a template
+/// that does not parse gives its error text).
+#[cfg(test)]
 pub(crate) fn unknown_placeholders(template: &str) -> Vec<String> {
-    let re = placeholder_regex();
-    re.captures_iter(template)
-        .map(|c| c[1].to_owned())
-        .filter(|name| !PLACEHOLDERS.contains(&name.as_str()))
-        .collect()
-}
-
-fn placeholder_regex() -> &'static regex::Regex {
-    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
-    RE.get_or_init(|| regex::Regex::new(r"\{([^{}\s]*)\}").expect("static regex"))
+    match crate::domain::reply::template::Template::parse(template) {
+        Ok(t) => t
+            .slots()
+            .into_iter()
+            .map(|(slot, _)| slot.name.clone())
+            .filter(|name| !PLACEHOLDERS.contains(&name.as_str()))
+            .collect(),
+        Err(e) => vec![e],
+    }
 }

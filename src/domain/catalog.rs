@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use crate::domain::locale::Locale;
 use crate::domain::parameter::ParameterKind;
+use crate::domain::wording::{ParameterWording, ToolWording};
 
 /// A text in every supported locale.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -34,6 +35,8 @@ pub struct ParameterSpec {
     pub synonyms: Vec<String>,
     /// A short example of a valid value, used when asking again after an invalid one.
     pub example: Option<String>,
+    /// How replies name it and describe its expected form (RP-3, RP-4).
+    pub wording: ParameterWording,
 }
 
 /// What happens after `max_attempts` invalid values (MG-4).
@@ -80,6 +83,8 @@ pub struct Tool {
     /// PR-3a: questions customers ask about this tool, each answered without touching the
     /// transaction in progress.
     pub questions: Vec<Topic>,
+    /// How replies name it, show its results and word its refusals (RP-1..RP-3).
+    pub wording: ToolWording,
 }
 
 impl Tool {
@@ -105,6 +110,8 @@ pub struct Topic {
 pub struct DomainAgent {
     pub name: String,
     pub description: String,
+    /// How replies name what it helps with (`your orders` / `seus pedidos`); default: the name.
+    pub phrase: Localized,
 }
 
 /// Which tools a tenant may use.
@@ -121,8 +128,8 @@ pub struct TenantRule {
     pub tools: ToolAccess,
 }
 
-/// Reply templates of one locale. Placeholders: `{label}`, `{labels}`, `{value}`, `{example}`,
-/// `{tool}`, `{arguments}`, `{reason}`, `{agent}`.
+/// Reply templates of one locale, in the language of `domain::reply::template`; which
+/// placeholders each may use is `domain::reply::placeholders`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MessageSet {
     pub ask_parameters: String,
@@ -147,6 +154,10 @@ pub struct MessageSet {
     pub end_session: String,
     /// LC-1: pre-validation could not be obtained (FAILED, `pre_validation_unavailable`).
     pub pre_validation_unavailable: String,
+    /// SC-6, PR-3a: before the end-of-session text, the transaction that was not done.
+    pub not_done: String,
+    /// RP-1: after `completed` when the tool has no result template: the response's fields.
+    pub result_fields: String,
 }
 
 /// A deployed assistant (`agent_id` of the conversation identity).
@@ -164,6 +175,8 @@ pub struct Assistant {
     pub session_examples: SessionExamples,
     /// SC-9: conversational intents with fixed replies (greeting, thanks, capabilities).
     pub conversation: Vec<Topic>,
+    /// RP-3: the currency symbol of money values (`R$`).
+    pub currency_symbol: String,
 }
 
 impl Assistant {

@@ -105,6 +105,10 @@ pub struct PreValidationResult {
     pub eligible: bool,
     #[serde(default)]
     pub reason: Option<String>,
+    /// RP-2: the answer's `code` (`already_shipped`), which a tool may configure per-locale
+    /// texts for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
     #[serde(default)]
     pub data: Value,
     pub at_ms: i64,

@@ -11,6 +11,7 @@ use crate::domain::decision::{
     RouterDecision, Skill, ToolResult,
 };
 use crate::domain::locale::Locale;
+use crate::domain::reply::ResultRendering;
 use crate::domain::state::{AgentState, HistoryEntry};
 use crate::domain::transaction::TransactionStatus;
 use crate::domain::turn::Identity;
@@ -261,6 +262,8 @@ pub struct TurnOutcome {
     pub transitions: Vec<Transition>,
     /// True when a typed parser or the recogniser settled the turn with no model (PR-1, PR-6).
     pub settled_without_model: bool,
+    /// RP-1: each completed tool's result this turn, by tool, and how it was rendered.
+    pub results: Vec<(String, ResultRendering)>,
 }
 
 impl TurnOutcome {

@@ -8,6 +8,8 @@ pub mod effect;
 pub mod engine;
 pub mod locale;
 pub mod parameter;
+pub mod reply;
 pub mod state;
 pub mod transaction;
 pub mod turn;
+pub mod wording;

@@ -403,7 +403,7 @@ fn turn_of(raw: RawTurn, index: usize, err: &ErrFn<'_>) -> Result<ScenarioTurn, 
                 .map_err(|e| {
                     err(
                         key.clone(),
-                        format!("{e} (expected {{eligible, reason, data}})"),
+                        format!("{e} (expected {{eligible, reason, code, data}})"),
                     )
                 })?
         } else {
@@ -412,7 +412,7 @@ fn turn_of(raw: RawTurn, index: usize, err: &ErrFn<'_>) -> Result<ScenarioTurn, 
                 .map_err(|e| {
                     err(
                         key.clone(),
-                        format!("{e} (expected {{ok, data, retryable, error}})"),
+                        format!("{e} (expected {{ok, data, retryable, error, code}})"),
                     )
                 })?
         };

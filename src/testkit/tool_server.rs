@@ -353,7 +353,7 @@ impl Inner {
                 let p = script.pre_validation(tool);
                 fresh(
                     200,
-                    json!({"eligible": p.eligible, "reason": p.reason, "data": p.data}),
+                    json!({"eligible": p.eligible, "reason": p.reason, "code": p.code, "data": p.data}),
                 )
             }
             ToolAction::Execute => {
@@ -372,12 +372,10 @@ impl Inner {
                     let data = if e.data.is_null() { json!({}) } else { e.data };
                     (200, data)
                 } else if e.retryable {
-                    let error = e.error.unwrap_or_else(|| "temporarily unavailable".into());
                     // Nothing decided: a later attempt with this key may still execute.
-                    return fresh(503, json!({ "error": error }));
+                    return fresh(503, e.failure_body());
                 } else {
-                    let error = e.error.unwrap_or_else(|| "failed".into());
-                    (400, json!({ "error": error }))
+                    (400, e.failure_body())
                 };
                 let text = response.to_string();
                 self.decided.insert(key.clone(), (status, text.clone()));

@@ -126,6 +126,9 @@ struct PreValidationAnswer {
     eligible: bool,
     #[serde(default)]
     reason: Option<String>,
+    /// RP-2: a code the tool configures per-locale texts for (`already_shipped`).
+    #[serde(default)]
+    code: Option<String>,
     #[serde(default)]
     data: Value,
 }
@@ -405,6 +408,7 @@ impl ToolGateway for HttpToolGateway {
                 Ok(answer) => PreValidationResult {
                     eligible: answer.eligible,
                     reason: answer.reason,
+                    code: answer.code,
                     data: answer.data,
                     at_ms: last.record.ended_at_ms,
                 },
@@ -448,7 +452,14 @@ impl ToolGateway for HttpToolGateway {
             Some(last) if last.outcome == AttemptOutcome::Ok => {
                 (AttemptOutcome::Ok, success_data(&last.body), None)
             }
-            Some(last) => (last.outcome, Value::Null, Some(bounded(&last.cause))),
+            Some(last) => {
+                // RP-2: a failure's JSON object body (its `error`, `code`) is the result data.
+                let body = serde_json::from_str(&last.body)
+                    .ok()
+                    .filter(Value::is_object);
+                let data = body.unwrap_or(Value::Null);
+                (last.outcome, data, Some(bounded(&last.cause)))
+            }
         };
         ToolResult {
             outcome,
@@ -487,6 +498,7 @@ fn unavailable(cause: &str, attempts: usize, status: Option<u16>) -> PreValidati
     PreValidationResult {
         eligible: false,
         reason: Some(bounded(&format!("{PRE_VALIDATION_UNAVAILABLE}: {cause}"))),
+        code: None,
         data: json!({"attempts": attempts, "status_code": status}),
         at_ms: now_ms(),
     }

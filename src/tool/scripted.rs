@@ -32,6 +32,9 @@ pub struct ExecutionScript {
     pub retryable: bool,
     #[serde(default)]
     pub error: Option<String>,
+    /// RP-2: the failure's `code`, as a service sends it next to `error`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -40,8 +43,33 @@ pub struct PreValidationScript {
     pub eligible: bool,
     #[serde(default)]
     pub reason: Option<String>,
+    /// RP-2: the refusal's `code`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
     #[serde(default)]
     pub data: Value,
+}
+
+impl ExecutionScript {
+    /// What a service answers for this failure: `{"error", "code"}` (the tool server sends it as
+    /// the body, the in-process gateway gives it as the result data, like `HttpToolGateway`).
+    pub fn failure_body(&self) -> Value {
+        let mut body = serde_json::Map::new();
+        body.insert(
+            "error".into(),
+            Value::String(self.error.clone().unwrap_or_else(|| {
+                if self.retryable {
+                    "temporarily unavailable".into()
+                } else {
+                    "failed".into()
+                }
+            })),
+        );
+        if let Some(code) = &self.code {
+            body.insert("code".into(), Value::String(code.clone()));
+        }
+        Value::Object(body)
+    }
 }
 
 /// A `ToolGateway` answering from one turn's script, in process.
@@ -63,6 +91,7 @@ impl ScriptedTools {
                 data: Value::Object(Default::default()),
                 retryable: false,
                 error: None,
+                code: None,
             },
         }
     }
@@ -73,6 +102,7 @@ impl ScriptedTools {
             _ => PreValidationScript {
                 eligible: true,
                 reason: None,
+                code: None,
                 data: Value::Null,
             },
         }
@@ -89,6 +119,7 @@ impl ToolGateway for ScriptedTools {
         PreValidationResult {
             eligible: p.eligible,
             reason: p.reason,
+            code: p.code,
             data: p.data,
             at_ms: ctx.turn_at_ms,
         }
@@ -96,11 +127,16 @@ impl ToolGateway for ScriptedTools {
 
     async fn execute(&self, request: &ToolRequest, ctx: CallContext<'_>) -> ToolResult {
         let e = self.execution(&request.tool);
+        let data = if e.ok {
+            e.data.clone()
+        } else {
+            e.failure_body()
+        };
         single_attempt_result(
             &request.idempotency_key,
             e.ok,
             e.retryable,
-            e.data,
+            data,
             e.error,
             ctx.turn_at_ms,
         )

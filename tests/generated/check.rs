@@ -5,9 +5,10 @@
 //! What is checked, exactly (each maps to a [`Kind`]):
 //!
 //! - **Confirmation (MG-6, PR-6).** A turn *shows a confirmation question* when one of its replies
-//!   contains the example domain's confirm wording (`Please confirm the` / `Por favor, confirme o`);
-//!   the question is the stored `active_transaction`'s id and `arguments` after that turn. An execution of a tool that requires
-//!   confirmation must (a) have the transaction id and exactly the arguments of the *last*
+//!   contains the example domain's confirm wording (`Please confirm ` / `Por favor, confirme `;
+//!   the pt-BR article after it agrees with the tool, RP-3); the question is the stored
+//!   `active_transaction`'s id and `arguments` after that turn. An execution of a tool that
+//!   requires confirmation must (a) have the transaction id and exactly the arguments of the *last*
 //!   question shown on an earlier turn ([`Kind::UnconfirmedArguments`]), and (b) happen on a turn
 //!   that started with that transaction `AWAITING_CONFIRMATION` and was a `confirm` action, or a
 //!   text from the grammar's plain-affirmation list answered with no model call at all
@@ -75,7 +76,7 @@ impl std::fmt::Display for Violation {
     }
 }
 
-const CONFIRM_WORDING: &[&str] = &["Please confirm the", "Por favor, confirme o"];
+const CONFIRM_WORDING: &[&str] = &["Please confirm ", "Por favor, confirme "];
 const ENDINGS: &[(&str, &str)] = &[
     ("transaction.completed", "COMPLETED"),
     ("transaction.cancelled", "CANCELLED"),

@@ -2,13 +2,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::config::{unknown_placeholders, PLACEHOLDERS};
 use crate::domain::catalog::{
     Assistant, DomainAgent, Localized, MessageSet, OnAttemptsExhausted, ParameterSpec,
     SessionExamples, TenantRule, Tool, ToolAccess,
 };
 use crate::domain::locale::Locale;
 use crate::domain::parameter::{EnumValue, IdPattern, ParameterKind};
+use crate::domain::wording::ParameterWording;
 
 use super::defaults::{
     default_example, default_messages, default_pre_validation_endpoint,
@@ -21,6 +21,7 @@ use super::schema::{
     RawToolAccess,
 };
 use super::validate::{names, valid_in_some_locale};
+use super::wording::RawToolWording;
 
 /// A parameter definition after validation, before tools take it.
 #[derive(Debug, Clone)]
@@ -29,6 +30,7 @@ struct ParameterDef {
     label: Localized,
     synonyms: Vec<String>,
     example: Option<String>,
+    wording: ParameterWording,
 }
 
 impl Validator<'_> {
@@ -75,11 +77,13 @@ impl Validator<'_> {
                     "rename the agent",
                 );
             }
+            let phrase = self.localized(raw.phrase, &name);
             agents.insert(
                 name.clone(),
                 DomainAgent {
                     name,
                     description: raw.description.trim().to_owned(),
+                    phrase,
                 },
             );
         }
@@ -106,7 +110,7 @@ impl Validator<'_> {
         for (name, raw) in a.tools {
             let key = format!("{base}.tools.{name}");
             self.check_name(&key, "tool", &name);
-            if let Some(tool) = self.tool(&key, &name, raw, &agents, &params) {
+            if let Some(tool) = self.tool(&key, &name, raw, &agents, &params, default_locale) {
                 tools.insert(name, tool);
             }
         }
@@ -198,28 +202,7 @@ impl Validator<'_> {
             for (name, value) in raw.entries() {
                 let Some(text) = value else { continue };
                 let mkey = format!("{key}.{name}");
-                for p in unknown_placeholders(&text) {
-                    self.err(
-                        &mkey,
-                        format!("unknown placeholder `{{{p}}}`"),
-                        format!(
-                            "use only {}",
-                            PLACEHOLDERS
-                                .iter()
-                                .map(|p| format!("{{{p}}}"))
-                                .collect::<Vec<_>>()
-                                .join(" ")
-                        ),
-                    );
-                }
-                if text.trim().is_empty() {
-                    self.err(
-                        &mkey,
-                        "the message is empty",
-                        "write the reply text, or remove the key to keep the default",
-                    );
-                }
-                *message_slot(set, name) = text;
+                *message_slot(set, name) = self.message_template(&mkey, name, text);
             }
         }
 
@@ -245,6 +228,8 @@ impl Validator<'_> {
 
         let conversation = self.topics(&format!("{base}.conversation"), a.conversation, "reply");
 
+        let currency_symbol =
+            self.currency_symbol(&format!("{base}.currency_symbol"), a.currency_symbol);
         if self.errors.len() > errors_before {
             return None;
         }
@@ -259,6 +244,7 @@ impl Validator<'_> {
             interpreter_profile,
             session_examples,
             conversation,
+            currency_symbol,
         })
     }
 
@@ -409,6 +395,7 @@ impl Validator<'_> {
         };
 
         let label = self.localized(raw.label, name);
+        let wording = self.parameter_wording(key, raw.phrase, raw.gender, raw.description, &label);
         let synonyms: Vec<String> = raw
             .synonyms
             .into_iter()
@@ -449,6 +436,7 @@ impl Validator<'_> {
             label,
             synonyms,
             example,
+            wording,
         })
     }
 
@@ -456,9 +444,10 @@ impl Validator<'_> {
         &mut self,
         key: &str,
         name: &str,
-        raw: RawTool,
+        mut raw: RawTool,
         agents: &BTreeMap<String, DomainAgent>,
         params: &BTreeMap<String, ParameterDef>,
+        default_locale: Locale,
     ) -> Option<Tool> {
         let before = self.errors.len();
         if !agents.contains_key(&raw.agent) {
@@ -475,6 +464,7 @@ impl Validator<'_> {
                 },
             );
         }
+        let raw_wording = RawToolWording::take(&mut raw);
         let max_attempts = raw.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS);
         if max_attempts == 0 {
             self.err(
@@ -508,6 +498,7 @@ impl Validator<'_> {
                         label: def.label.clone(),
                         synonyms: def.synonyms.clone(),
                         example: def.example.clone(),
+                        wording: def.wording.clone(),
                     }),
                     None if self.parameter_was_defined(key, p) => {}
                     None => self.err(
@@ -548,6 +539,7 @@ impl Validator<'_> {
         let examples = self.examples(&format!("{key}.examples"), raw.examples);
         let action_verbs = self.examples(&format!("{key}.action_verbs"), raw.action_verbs);
         let questions = self.topics(&format!("{key}.questions"), raw.questions, "answer");
+        let wording = self.tool_wording(key, raw_wording, &title, default_locale);
         if self.errors.len() > before {
             return None;
         }
@@ -569,6 +561,7 @@ impl Validator<'_> {
             examples,
             action_verbs,
             questions,
+            wording,
         })
     }
 }

@@ -24,30 +24,29 @@ pub const MAX_TOOL_HTTP_ATTEMPTS: u32 = 10;
 pub(super) const RESERVED_AGENT_NAMES: &[&str] = &["human_handoff", "end_session"];
 
 /// The built-in reply templates of `locale` (the seed's texts for handoff and end of session).
+/// `{tool}` and `{param}` carry their own article (RP-3); `[...]` is left out when a value in
+/// it is missing (`domain::reply::template`).
 pub fn default_messages(locale: Locale) -> MessageSet {
     match locale {
         Locale::En => MessageSet {
-            ask_parameters: "To continue with the {tool}, please send your {labels}.".into(),
-            invalid_value: "\"{value}\" is not a valid {label}. Please send it again, for \
-                            example: {example}."
+            ask_parameters: "To continue with {tool}, please send {params}.".into(),
+            invalid_value: "\"{value}\" is not a valid {label}: {expected}. Please send it \
+                            again."
                 .into(),
-            attempts_exhausted: "I still could not get a valid {label}. It should look like \
-                                 this: {example}. Please check it and send it again, or ask to \
-                                 talk to a person."
+            attempts_exhausted: "I still could not get a valid {label}: {expected}. Please \
+                                 check it and send it again, or ask to talk to a person."
                 .into(),
-            confirm: "Please confirm the {tool}: {arguments}. Reply yes or no.".into(),
-            completed: "Done! Your {tool} is complete.".into(),
-            failed: "Sorry, the {tool} could not be completed: {reason}.".into(),
-            cancelled: "OK, the {tool} has been cancelled.".into(),
-            declined: "OK, I did not go ahead with it. Is there anything else I can help \
+            confirm: "Please confirm {tool}[ — {arguments}]. Reply yes or no.".into(),
+            completed: "Done! {Tool} is complete.".into(),
+            failed: "Sorry, I could not complete {tool}[: {reason}].".into(),
+            cancelled: "OK, I won't go ahead with {tool}.".into(),
+            declined: "OK, I won't go ahead with {tool}. Is there anything else I can help \
                        you with?"
                 .into(),
-            interrupted: "I stopped the previous request so we can take care of this one.".into(),
-            expired: "Your previous request expired after a period of inactivity, so I \
-                      cancelled it."
-                .into(),
-            not_eligible: "Sorry, this request cannot be done: {reason}.".into(),
-            not_offered: "Sorry, this service is not available for your account.".into(),
+            interrupted: "I stopped {tool} so we can take care of this.".into(),
+            expired: "{Tool} you started was closed after a period of inactivity.".into(),
+            not_eligible: "Sorry, {tool} is not possible[: {reason}].".into(),
+            not_offered: "Sorry, {tool} is not available for your account.".into(),
             out_of_scope: "Sorry, I can't help with that here.".into(),
             clarify: "Sorry, I didn't understand that.".into(),
             routed: "Sure, I can help with {agent}. What would you like to do?".into(),
@@ -57,28 +56,31 @@ pub fn default_messages(locale: Locale) -> MessageSet {
             handoff_pending: "Your request is with our team. A person will answer you shortly."
                 .into(),
             end_session: DEFAULT_END_SESSION_MESSAGE.into(),
-            pre_validation_unavailable: "Sorry, I could not check your {tool} right now. \
-                                         Nothing was changed; please try again later."
+            pre_validation_unavailable: "Sorry, I could not check {tool} right now. Nothing \
+                                         was changed; please try again later."
                 .into(),
+            not_done: "{Tool} was not done.".into(),
+            result_fields: "Details — {fields}.".into(),
         },
         Locale::PtBr => MessageSet {
-            ask_parameters: "Para continuar com o {tool}, por favor envie {labels}.".into(),
-            invalid_value: "\"{value}\" não é um valor válido para {label}. Por favor, envie \
-                            novamente, por exemplo: {example}."
+            ask_parameters: "Para continuar com {tool}, por favor envie {params}.".into(),
+            invalid_value: "\"{value}\" não é válido para {param}: {expected}. Por favor, \
+                            envie novamente."
                 .into(),
-            attempts_exhausted: "Ainda não consegui um valor válido para {label}. O formato \
-                                 esperado é este: {example}. Confira e envie novamente, ou peça \
-                                 para falar com um atendente."
+            attempts_exhausted: "Ainda não consegui entender {param}: {expected}. \
+                                 Confira e envie novamente, ou peça para falar com um atendente."
                 .into(),
-            confirm: "Por favor, confirme o {tool}: {arguments}. Responda sim ou não.".into(),
-            completed: "Pronto! O {tool} foi concluído.".into(),
-            failed: "Desculpe, não foi possível concluir o {tool}: {reason}.".into(),
-            cancelled: "Tudo bem, o {tool} foi cancelado.".into(),
-            declined: "Tudo bem, não vou prosseguir. Posso ajudar em mais alguma coisa?".into(),
-            interrupted: "Interrompi a solicitação anterior para cuidarmos desta.".into(),
-            expired: "Sua solicitação anterior expirou por inatividade e foi cancelada.".into(),
-            not_eligible: "Desculpe, não é possível atender a esta solicitação: {reason}.".into(),
-            not_offered: "Desculpe, este serviço não está disponível para a sua conta.".into(),
+            confirm: "Por favor, confirme {tool}[ — {arguments}]. Responda sim ou não.".into(),
+            completed: "Pronto! {Tool} foi {tool|concluído|concluída}.".into(),
+            failed: "Desculpe, não foi possível concluir {tool}[: {reason}].".into(),
+            cancelled: "Tudo bem, não vou seguir com {tool}.".into(),
+            declined: "Tudo bem, não vou seguir com {tool}. Posso ajudar em mais alguma coisa?"
+                .into(),
+            interrupted: "Interrompi {tool} para cuidarmos disso.".into(),
+            expired: "{Tool} que você começou foi {tool|encerrado|encerrada} por inatividade."
+                .into(),
+            not_eligible: "Desculpe, {tool} não é possível[: {reason}].".into(),
+            not_offered: "Desculpe, {tool} não está disponível para a sua conta.".into(),
             out_of_scope: "Desculpe, não consigo ajudar com isso por aqui.".into(),
             clarify: "Desculpe, não entendi.".into(),
             routed: "Claro, posso ajudar com {agent}. O que você gostaria de fazer?".into(),
@@ -89,9 +91,11 @@ pub fn default_messages(locale: Locale) -> MessageSet {
                               responder em breve."
                 .into(),
             end_session: "O atendimento foi encerrado. Obrigado pelo contato.".into(),
-            pre_validation_unavailable: "Desculpe, não consegui verificar o {tool} agora. \
+            pre_validation_unavailable: "Desculpe, não consegui verificar {tool} agora. \
                                          Nada foi alterado; tente novamente mais tarde."
                 .into(),
+            not_done: "{Tool} não foi {tool|feito|feita}.".into(),
+            result_fields: "Detalhes — {fields}.".into(),
         },
     }
 }

@@ -15,6 +15,7 @@ mod defaults;
 mod load;
 mod schema;
 mod validate;
+mod wording;
 
 pub use self::defaults::{
     default_messages, default_pre_validation_endpoint, DEFAULT_INTERPRETER_PROFILE,

@@ -56,6 +56,9 @@ pub(super) struct RawAssistant {
     pub(super) session_examples: Option<RawSessionExamples>,
     #[serde(default)]
     pub(super) conversation: BTreeMap<String, RawTopic>,
+    /// RP-3: the currency symbol money values are shown with (default `R$`).
+    #[serde(default)]
+    pub(super) currency_symbol: Option<String>,
 }
 
 /// A question about a tool (`answer`) or a conversational intent (`reply`): what customers say
@@ -149,6 +152,9 @@ pub(super) struct RawProfileRefs {
 pub(super) struct RawAgent {
     #[serde(default)]
     pub(super) description: String,
+    /// RP-3: how replies name what the agent helps with (`{agent}`).
+    #[serde(default)]
+    pub(super) phrase: Option<RawLocalized>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -187,6 +193,15 @@ pub(super) struct RawParameter {
     pub(super) synonyms: Vec<ScalarString>,
     #[serde(default)]
     pub(super) example: Option<ScalarString>,
+    /// RP-3: how sentences name it, with its article (`{param}`).
+    #[serde(default)]
+    pub(super) phrase: Option<RawLocalized>,
+    /// RP-3: its pt-BR grammatical gender.
+    #[serde(default)]
+    pub(super) gender: Option<RawGender>,
+    /// RP-4: its expected form in words, shown after an invalid value.
+    #[serde(default)]
+    pub(super) description: Option<RawLocalized>,
 }
 
 /// An enum option: `express` or `{value: express, synonyms: [fast, rápido]}`.
@@ -315,6 +330,44 @@ pub(super) struct RawTool {
     pub(super) action_verbs: Option<RawExamples>,
     #[serde(default)]
     pub(super) questions: BTreeMap<String, RawTopic>,
+    /// RP-3: how sentences name it, with its article (`{tool}`).
+    #[serde(default)]
+    pub(super) phrase: Option<RawLocalized>,
+    /// RP-3: its pt-BR grammatical gender.
+    #[serde(default)]
+    pub(super) gender: Option<RawGender>,
+    /// RP-1: per-locale result templates naming fields of the response.
+    #[serde(default)]
+    pub(super) result: Option<RawLocalized>,
+    /// RP-1: labels, formats and value maps of response fields, by dotted path.
+    #[serde(default)]
+    pub(super) result_fields: BTreeMap<String, RawResultField>,
+    /// RP-2: the language the service writes its reasons and errors in.
+    #[serde(default)]
+    pub(super) service_locale: Option<String>,
+    /// RP-2: per-locale texts by the `code` of a refusal or error.
+    #[serde(default)]
+    pub(super) reasons: BTreeMap<String, RawLocalized>,
+}
+
+/// `masculine` | `feminine` (pt-BR agreement, RP-3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum RawGender {
+    Masculine,
+    Feminine,
+}
+
+/// `result_fields.<path>: {label, format, values}`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawResultField {
+    #[serde(default)]
+    pub(super) label: Option<RawLocalized>,
+    #[serde(default)]
+    pub(super) format: Option<String>,
+    #[serde(default)]
+    pub(super) values: BTreeMap<String, RawLocalized>,
 }
 
 /// Per-locale overrides of the built-in reply templates; a key not given keeps the default.
@@ -342,11 +395,13 @@ pub(super) struct RawMessages {
     pub(super) handoff_pending: Option<String>,
     pub(super) end_session: Option<String>,
     pub(super) pre_validation_unavailable: Option<String>,
+    pub(super) not_done: Option<String>,
+    pub(super) result_fields: Option<String>,
 }
 
 impl RawMessages {
     /// `(key, override)` pairs, in [`MessageSet`] field order.
-    pub(super) fn entries(self) -> [(&'static str, Option<String>); 21] {
+    pub(super) fn entries(self) -> [(&'static str, Option<String>); 23] {
         [
             ("ask_parameters", self.ask_parameters),
             ("invalid_value", self.invalid_value),
@@ -372,6 +427,8 @@ impl RawMessages {
                 "pre_validation_unavailable",
                 self.pre_validation_unavailable,
             ),
+            ("not_done", self.not_done),
+            ("result_fields", self.result_fields),
         ]
     }
 }
@@ -399,12 +456,14 @@ pub(super) fn message_slot<'a>(set: &'a mut MessageSet, key: &str) -> &'a mut St
         "handoff_pending" => &mut set.handoff_pending,
         "end_session" => &mut set.end_session,
         "pre_validation_unavailable" => &mut set.pre_validation_unavailable,
+        "not_done" => &mut set.not_done,
+        "result_fields" => &mut set.result_fields,
         other => unreachable!("unknown message key {other}"),
     }
 }
 
 /// Every template of a message set, as `(key, template)`.
-pub fn message_entries(set: &MessageSet) -> [(&'static str, &str); 21] {
+pub fn message_entries(set: &MessageSet) -> [(&'static str, &str); 23] {
     [
         ("ask_parameters", &set.ask_parameters),
         ("invalid_value", &set.invalid_value),
@@ -430,5 +489,7 @@ pub fn message_entries(set: &MessageSet) -> [(&'static str, &str); 21] {
             "pre_validation_unavailable",
             &set.pre_validation_unavailable,
         ),
+        ("not_done", &set.not_done),
+        ("result_fields", &set.result_fields),
     ]
 }

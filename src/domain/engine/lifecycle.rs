@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 use super::{required_names, EngineError, Flowing, Run, PRE_VALIDATION_UNAVAILABLE};
 use crate::domain::decision::{PreValidationResult, ToolResult};
 use crate::domain::effect::{Answer, EventType, ExecutedTool, Request, ToolRequest, Transition};
+use crate::domain::reply::About;
 use crate::domain::transaction::{
     is_legal_transition, reason, AttemptOutcome, EvidenceRecord, PreValidationRecord, Transaction,
     TransactionStatus, EVIDENCE_SUMMARY_MAX_CHARS,
@@ -91,13 +92,11 @@ impl Run<'_> {
                 .is_some_and(|r| r.starts_with(PRE_VALIDATION_UNAVAILABLE));
             if !result.eligible && unavailable {
                 // LC-1: no answer is not "not eligible": FAILED, and the customer may retry.
-                let title = self.active_title();
                 self.terminate(
                     TransactionStatus::Failed,
                     reason::PRE_VALIDATION_UNAVAILABLE,
                 )?;
-                let text = self.render(&self.msgs.pre_validation_unavailable, &[("tool", &title)]);
-                self.reply(text);
+                self.say_about(About::PreValidationUnavailable, Some(tool));
                 return Ok(());
             }
             if !result.eligible {
@@ -110,7 +109,12 @@ impl Run<'_> {
                     format!("{}: {why}", reason::NOT_ELIGIBLE)
                 };
                 self.terminate(TransactionStatus::OutOfScope, &ending)?;
-                let text = self.render(&self.msgs.not_eligible, &[("reason", &why)]);
+                // RP-2: the reason only in the reply's locale.
+                let text = self.replies().not_eligible(
+                    tool,
+                    result.reason.as_deref(),
+                    result.code.as_deref(),
+                );
                 self.reply(text);
                 return Ok(());
             }
@@ -130,8 +134,9 @@ impl Run<'_> {
 
     /// PR-6: a negative confirmation cancels with reason `declined`.
     pub(super) fn declined(&mut self) -> Flowing<()> {
+        let tool = self.active_tool();
         self.terminate(TransactionStatus::Cancelled, reason::DECLINED)?;
-        self.reply(self.msgs.declined.clone());
+        self.say_about(About::Declined, tool);
         Ok(())
     }
 
@@ -141,10 +146,10 @@ impl Run<'_> {
             self.reply(self.msgs.nothing_to_cancel.clone());
             return Ok(());
         }
-        let title = self.active_title();
+        let tool = self.active_tool();
         self.terminate(TransactionStatus::Cancelled, reason::USER_CANCELLED)?;
-        let text = self.render(&self.msgs.cancelled, &[("tool", &title)]);
-        self.reply(text);
+        // PR-3a: a cancel names the transaction.
+        self.say_about(About::Cancelled, tool);
         Ok(())
     }
 
@@ -168,7 +173,7 @@ impl Run<'_> {
             Answer::Tool(r) => r,
             other => return Err(self.mismatch("tool", &other)),
         };
-        let title = self.active_title();
+        let tool = self.active_tool();
         {
             let tx = self.active_mut();
             for attempt in &result.attempts {
@@ -185,13 +190,21 @@ impl Run<'_> {
         });
         if result.is_ok() {
             self.terminate(TransactionStatus::Completed, "")?;
-            let text = self.render(&self.msgs.completed, &[("tool", &title)]);
-            self.reply(text);
+            if let Some(tool) = tool {
+                // RP-1: the result reaches the customer.
+                let (text, how) = self
+                    .replies()
+                    .completed(tool, &request.arguments, &result.data);
+                self.out.results.push((tool.name.clone(), how));
+                self.reply(text);
+            }
         } else {
             self.terminate(TransactionStatus::Failed, reason::TOOL_FAILED)?;
-            let why = result.error.clone().unwrap_or_default();
-            let text = self.render(&self.msgs.failed, &[("tool", &title), ("reason", &why)]);
-            self.reply(text);
+            if let Some(tool) = tool {
+                // RP-2: the service's words (a decided failure's body) only in the locale.
+                let text = self.replies().failed(tool, &result.data);
+                self.reply(text);
+            }
         }
         Ok(())
     }

@@ -177,6 +177,7 @@ fn empty_outcome() -> TurnOutcome {
         inconsistencies: Vec::new(),
         transitions: Vec::new(),
         settled_without_model: false,
+        results: Vec::new(),
     }
 }
 
@@ -293,12 +294,6 @@ impl<'a> Run<'a> {
     fn active_tool(&self) -> Option<&'a Tool> {
         let assistant: &'a Assistant = self.assistant;
         self.active().and_then(|t| assistant.tools.get(&t.tool))
-    }
-
-    fn active_title(&self) -> String {
-        self.active_tool()
-            .map(|t| t.title.get(self.turn.locale).to_owned())
-            .unwrap_or_default()
     }
 
     fn summary(&self) -> Option<TransactionSummary> {

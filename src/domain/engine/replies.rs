@@ -1,13 +1,17 @@
 //! What the customer reads: clarifying (PR-5), asking for what is pending, the confirmation
-//! question, and rendering the configured message templates.
-
-use serde_json::Value;
+//! question, and the sentences that name a transaction as it ends (SC-6, PR-3a). The text
+//! itself is built by `domain::reply`.
 
 use super::{Flowing, Run};
-use crate::domain::locale::Locale;
+use crate::domain::catalog::Tool;
+use crate::domain::reply::{About, Replies};
 use crate::domain::transaction::TransactionStatus;
 
-impl Run<'_> {
+impl<'a> Run<'a> {
+    pub(super) fn replies(&self) -> Replies<'a> {
+        Replies::new(self.assistant, self.turn.locale)
+    }
+
     /// PR-5: keep the transaction and ask again for what is pending.
     pub(super) fn clarify(&mut self, out_of_scope: bool) -> Flowing<()> {
         let lead = if out_of_scope {
@@ -29,46 +33,42 @@ impl Run<'_> {
             self.ask_confirmation();
             return;
         }
-        let tool = self.active_tool().expect("active");
-        let labels: Vec<String> = tx
-            .missing_parameters
-            .iter()
-            .map(|m| {
-                tool.parameter(m)
-                    .map(|p| p.label.get(self.turn.locale).to_owned())
-                    .unwrap_or_else(|| m.clone())
-            })
-            .collect();
-        if labels.is_empty() {
+        if tx.missing_parameters.is_empty() {
             return;
         }
-        let joined = join_labels(&labels, self.turn.locale);
-        let text = self.render(
-            &self.msgs.ask_parameters,
-            &[("labels", &joined), ("tool", &self.active_title())],
-        );
+        let tool = self.active_tool().expect("active");
+        let text = self.replies().ask_parameters(tool, &tx.missing_parameters);
         self.reply(text);
     }
 
     pub(super) fn ask_confirmation(&mut self) {
         let tool = self.active_tool().expect("active");
         let tx = self.active().expect("active");
-        let arguments: Vec<String> = tool
-            .parameters
-            .iter()
-            .filter_map(|p| {
-                tx.arguments
-                    .get(&p.name)
-                    .map(|v| format!("{}: {}", p.label.get(self.turn.locale), display_value(v)))
-            })
-            .collect();
-        let text = self.render(
-            &self.msgs.confirm,
-            &[
-                ("tool", &self.active_title()),
-                ("arguments", &arguments.join(", ")),
-            ],
-        );
+        let text = self.replies().confirm(tool, &tx.arguments);
+        self.reply(text);
+    }
+
+    /// A sentence naming `tool` (taken before the transaction ended: cancel, decline,
+    /// interruption, expiry, end of session).
+    pub(super) fn say_about(&mut self, which: About, tool: Option<&Tool>) {
+        if let Some(tool) = tool {
+            let text = self.replies().about(which, tool);
+            self.reply(text);
+        }
+    }
+
+    /// LC-1: the requested tool is not offered to this tenant; the reply names it.
+    pub(super) fn say_not_offered(&mut self, tool: &str) {
+        let assistant = self.assistant;
+        match assistant.tools.get(tool) {
+            Some(t) => self.say_about(About::NotOffered, Some(t)),
+            None => self.reply(self.msgs.not_offered.clone()),
+        }
+    }
+
+    /// The router picked an agent and no tool.
+    pub(super) fn say_routed(&mut self, agent: &str) {
+        let text = self.replies().routed(agent);
         self.reply(text);
     }
 
@@ -76,32 +76,5 @@ impl Run<'_> {
         if !text.is_empty() {
             self.out.replies.push(text);
         }
-    }
-
-    pub(super) fn render(&self, template: &str, values: &[(&str, &str)]) -> String {
-        let mut out = template.to_owned();
-        for (k, v) in values {
-            out = out.replace(&format!("{{{k}}}"), v);
-        }
-        out
-    }
-}
-
-fn display_value(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
-fn join_labels(labels: &[String], locale: Locale) -> String {
-    let and = match locale {
-        Locale::En => " and ",
-        Locale::PtBr => " e ",
-    };
-    match labels {
-        [] => String::new(),
-        [one] => one.clone(),
-        [init @ .., last] => format!("{}{and}{last}", init.join(", ")),
     }
 }

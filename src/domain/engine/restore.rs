@@ -5,6 +5,7 @@ use serde_json::{json, Value};
 
 use super::{Flowing, Run};
 use crate::domain::effect::{EventType, Inconsistency};
+use crate::domain::reply::About;
 use crate::domain::transaction::{reason, TransactionStatus};
 
 impl Run<'_> {
@@ -89,8 +90,9 @@ impl Run<'_> {
             .as_ref()
             .is_some_and(|tx| tx.status != TransactionStatus::Executing)
         {
+            let tool = self.active_tool();
             self.terminate(TransactionStatus::Cancelled, reason::EXPIRED)?;
-            self.reply(self.msgs.expired.clone());
+            self.say_about(About::Expired, tool);
         }
         self.start_fresh_session();
         Ok(())

@@ -11,6 +11,7 @@ use super::{confident, Flowing, Run};
 use crate::domain::confirmation::{self, Confirmation};
 use crate::domain::decision::{ModelFailure, RouterDecision, SessionControl, Skill};
 use crate::domain::effect::{Answer, FallbackReason, Request, RouterRequest};
+use crate::domain::reply::About;
 use crate::domain::transaction::{reason, TransactionStatus};
 
 /// A parsed router answer that counts.
@@ -146,13 +147,14 @@ impl Run<'_> {
                     Box::pin(self.keep_after_router(text, arguments, false)).await
                 } else if let Some(tool) = tool.filter(|_| !generic) {
                     if !self.assistant.offers(&self.turn.identity.tenant_id, &tool) {
-                        self.reply(self.msgs.not_offered.clone());
+                        self.say_not_offered(&tool);
                         self.ask_pending();
                         return Ok(());
                     }
                     // PR-3: an unambiguous new intent interrupts.
+                    let stopped = self.active_tool();
                     self.terminate(TransactionStatus::Cancelled, reason::INTERRUPTED)?;
-                    self.reply(self.msgs.interrupted.clone());
+                    self.say_about(About::Interrupted, stopped);
                     self.set_route(&agent, Some(tool.clone()));
                     Box::pin(self.open(&agent, &tool, arguments, text)).await
                 } else {
@@ -178,12 +180,11 @@ impl Run<'_> {
                         // LC-1: a tool not offered to this tenant ends OUT_OF_SCOPE.
                         self.open_bare(&agent, &tool)?;
                         self.terminate(TransactionStatus::OutOfScope, reason::NOT_OFFERED)?;
-                        self.reply(self.msgs.not_offered.clone());
+                        self.say_not_offered(&tool);
                         Ok(())
                     }
                     None => {
-                        let text = self.render(&self.msgs.routed, &[("agent", &agent)]);
-                        self.reply(text);
+                        self.say_routed(&agent);
                         Ok(())
                     }
                 }

@@ -8,6 +8,7 @@ use crate::domain::decision::{SessionControl, Skill};
 use crate::domain::effect::RouteDecision;
 use crate::domain::effect::{Answer, ClassifierRequest, EventType, FallbackReason, Request};
 use crate::domain::locale::Locale;
+use crate::domain::reply::About;
 use crate::domain::transaction::{reason, TransactionStatus};
 use crate::domain::turn::ChannelAction;
 
@@ -117,7 +118,10 @@ impl Run<'_> {
             .active()
             .is_some_and(|tx| tx.status != TransactionStatus::Executing)
         {
+            let tool = self.active_tool();
             self.terminate(TransactionStatus::Cancelled, reason::SESSION_ENDED)?;
+            // SC-6, PR-3a: the end-of-session text follows a sentence naming what was not done.
+            self.say_about(About::NotDone, tool);
         }
         self.state.session_ended = true;
         self.state.human_handoff_requested = false;

@@ -48,7 +48,10 @@ impl Run<'_> {
         let settles = reading.values.iter().any(|v| {
             let typed = tool.parameter(&v.name).is_some_and(|p| p.kind.is_typed());
             let fills = pending.contains(&v.name);
-            let corrects = collected.get(&v.name).is_some_and(|old| *old != v.value);
+            // A correction is a message that only corrects (`I meant PED-1002`); a value inside
+            // another request (`I want to track PED-1002`) goes on to the classifier.
+            let corrects =
+                reading.whole && collected.get(&v.name).is_some_and(|old| *old != v.value);
             typed && (fills || corrects)
         });
         // MG-4: a rejected value for a pending parameter, or a clear attempt at correcting a
@@ -56,7 +59,7 @@ impl Run<'_> {
         let rejected = reading
             .rejected
             .into_iter()
-            .find(|r| pending.contains(&r.name) || collected.contains_key(&r.name));
+            .find(|r| pending.contains(&r.name) || (reading.whole && collected.contains_key(&r.name)));
         if !settles && rejected.is_none() {
             return Ok(false);
         }
@@ -317,20 +320,11 @@ impl Run<'_> {
     /// tool's configured way out. Returns true when that way out was a handoff (the turn is over).
     fn invalid_value(&mut self, name: &str, raw: &str, why: InvalidReason) -> Flowing<bool> {
         let tool = self.active_tool().expect("active");
-        let spec = tool.parameter(name);
-        let label = spec
-            .map(|p| p.label.get(self.turn.locale).to_owned())
-            .unwrap_or_else(|| name.to_owned());
-        // Text parameters have no example; the label is the best hint there is.
-        let example = spec
-            .and_then(|p| p.example.clone())
-            .unwrap_or_else(|| label.clone());
         let max = tool.max_attempts.max(1);
         let exhausted_way = tool.on_attempts_exhausted;
         let tx = self.active_mut();
         tx.failed_attempts += 1;
         let exhausted = tx.failed_attempts >= max;
-        let _ = why; // the reason code is in the log/metrics layer; the reply shows an example
         if exhausted {
             self.active_mut().failed_attempts = 0;
             match exhausted_way {
@@ -339,19 +333,14 @@ impl Run<'_> {
                     return Ok(true);
                 }
                 OnAttemptsExhausted::Clarify => {
-                    let text = self.render(
-                        &self.msgs.attempts_exhausted,
-                        &[("label", &label), ("example", &example)],
-                    );
+                    let text = self.replies().attempts_exhausted(tool, name, why);
                     self.reply(text);
                     return Ok(false);
                 }
             }
         }
-        let text = self.render(
-            &self.msgs.invalid_value,
-            &[("label", &label), ("value", raw), ("example", &example)],
-        );
+        // RP-4: what is wrong and the expected form.
+        let text = self.replies().invalid_value(tool, name, raw, why);
         self.reply(text);
         Ok(false)
     }

@@ -36,6 +36,10 @@ pub struct Rejected {
 pub struct Extraction {
     pub values: Vec<Extracted>,
     pub rejected: Vec<Rejected>,
+    /// Whether the message is nothing but its values, their labels and filler (and, read as a
+    /// correction, correction markers and negated old values): `I meant PED-1002`, not `I want
+    /// to track PED-1002`. Only a whole reading corrects a collected value (MG-6).
+    pub whole: bool,
 }
 
 impl Extraction {
@@ -160,7 +164,11 @@ fn negated_spans(reader: &Reader<'_>, candidates: &[Vec<Candidate>]) -> Vec<Rang
                 .words
                 .get(p - 2)
                 .is_some_and(|(_, w)| NEGATED_AUXILIARIES.contains(&w.as_str()));
-        if NEGATORS.contains(&word.as_str()) || contracted {
+        // `no, 45` answers; `no 45` / `not 45` negates: no punctuation between negation and value.
+        let next_start = reader.words.get(p).map_or(c.span.start, |(n, _)| n.start);
+        let gap = reader.text.get(r.end..next_start).unwrap_or("");
+        let punctuated = gap.contains([',', '.', ';', '!', ':']);
+        if (NEGATORS.contains(&word.as_str()) || contracted) && !punctuated {
             let start = if contracted {
                 reader.words.get(p - 2).map_or(r.start, |(r2, _)| r2.start)
             } else {
@@ -375,12 +383,14 @@ fn read(
         }
     }
 
+    let mut whole = false;
     if mode == Mode::Clear {
         // PR-1 (a): unlabelled plain readings count only when everything else is filler.
         let mut removed: Vec<Range<usize>> =
             picks.iter().chain(&misses).map(Pick::whole_span).collect();
         removed.extend(negated.iter().cloned());
-        if !reader.only_filler_outside(&removed, options.correction) {
+        whole = reader.only_filler_outside(&removed, options.correction);
+        if !whole {
             picks.retain(|p| p.clarity != Clarity::Bare);
             misses.retain(|p| p.clarity != Clarity::Bare);
         }
@@ -394,6 +404,7 @@ fn read(
             .map_or_else(String::new, |p| p.name.to_string())
     };
     Extraction {
+        whole,
         values: picks
             .into_iter()
             .filter_map(|p| match p.value {

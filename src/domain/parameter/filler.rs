@@ -49,14 +49,15 @@ pub const FILLER_DISCOURSE: &[&str] = &[
 /// MG-6: words of correction forms, filler only when a message is read as a possible
 /// correction (a collected value or a confirmation is pending): `I meant 45`, `make that 15
 /// instead`, `change it to 45`, `no wait, it should be 45`, `quis dizer 22`, `corrigindo: 22`,
-/// `troca pra 45`, `yes but the number is 210`. Negations stay out: a value after one is the
-/// old value (`not 150`), set aside by the reader.
+/// `troca pra 45`, `yes but the number is 210`, `no, the zip is …`. A negation right before a
+/// value (`not 150`, `não é 20`) marks the old value, which the reader sets aside first.
 pub const CORRECTION_MARKERS: &[&str] = &[
     "meant", "mean", "make", "instead", "change", "changed", "to", "should", "be", "but", "wait",
     "correction", "typo", "mistake", "wrong", "rather", "correct", "one", "new", "update",
     "quis", "quero", "dizer", "digo", "digitei", "errado", "errei", "corrigindo", "correcao",
     "correto", "certo", "melhor", "mas", "espera", "pera", "troca", "trocar", "muda", "mudar",
-    "altera", "alterar", "pra", "para", "real", "novo", "nova", "lugar", "vez", "em", "de",
+    "altera", "alterar", "pra", "para", "real", "novo", "nova", "lugar", "vez", "em", "de", "no",
+    "nao", "not",
 ];
 
 /// Filler phrases whose words are not filler alone (`por` is a preposition).
