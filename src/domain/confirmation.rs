@@ -525,6 +525,7 @@ const LEXICON: &[(&str, Kind)] = &[
     ("olha", Filler),
     ("entao", Filler),
     ("agora", Filler),
+    ("cool", Filler),
     ("pensando bem", Filler),
     ("on second thought", Filler),
     ("senhor", Filler),

@@ -83,8 +83,9 @@ impl Run<'_> {
     /// MG-5 for free text: a message that starts a transaction, or answers it with typed values,
     /// while a free-text parameter is missing, fills that parameter with the message itself
     /// when it says more than a request for the tool: it has at least three words outside the
-    /// typed values and filler, and one of them appears in none of the tool's example
-    /// utterances, title or labels (`dispute the R$ 300 for equipment rental, I returned the modem` gives the reason;
+    /// typed values and filler, and two of them appear in none of the tool's example
+    /// utterances, title or labels, nor in the assistant's conversational examples (`good
+    /// morning`) (`dispute the R$ 300 for equipment rental, I returned the modem` gives the reason;
     /// `I want to dispute a charge` does not). A bare yes or no never fills it.
     pub(super) fn free_text_reading(
         &self,
@@ -98,9 +99,11 @@ impl Run<'_> {
                 && tx.missing_parameters.contains(&p.name)
         })?;
         let mut known: std::collections::HashSet<String> = std::collections::HashSet::new();
+        let conversation = self.assistant.conversation.iter().flat_map(|t| t.examples.values());
         let phrases = tool
             .examples
             .values()
+            .chain(conversation)
             .flatten()
             .chain([&tool.title.en, &tool.title.pt_br])
             .chain(tool.parameters.iter().flat_map(|p| [&p.label.en, &p.label.pt_br]));
@@ -112,7 +115,7 @@ impl Run<'_> {
             .iter()
             .filter(|w| !known.contains(*w) && !w.chars().all(|c| c.is_ascii_digit()))
             .count();
-        if news < 1 || words.len() < 3 || crate::domain::confirmation::recognise(text).is_some() {
+        if news < 2 || words.len() < 3 || crate::domain::confirmation::recognise(text).is_some() {
             return None;
         }
         let value = param.kind.validate(&Value::String(text.trim().to_owned()), self.turn.locale);

@@ -182,6 +182,27 @@ fn negated_spans(reader: &Reader<'_>, candidates: &[Vec<Candidate>]) -> Vec<Rang
     out
 }
 
+/// The clause (between `,` `;` `.` `!` `?` outside `removed`) that holds every span in `spans`.
+fn clause_of(
+    text: &str,
+    removed: &[Range<usize>],
+    spans: &[Range<usize>],
+) -> Option<Range<usize>> {
+    let first = spans.iter().map(|s| s.start).min()?;
+    let last = spans.iter().map(|s| s.end).max()?;
+    let breaks: Vec<usize> = text
+        .char_indices()
+        .filter(|(i, c)| {
+            matches!(c, ',' | ';' | '.' | '!' | '?') && !overlaps(removed, &(*i..*i + 1))
+        })
+        .map(|(i, _)| i)
+        .collect();
+    let start = breaks.iter().rev().find(|b| **b < first).map_or(0, |b| b + 1);
+    let end = breaks.iter().find(|b| **b >= last).copied().unwrap_or(text.len());
+    let inside = breaks.iter().all(|b| *b < first || *b >= last);
+    inside.then_some(start..end)
+}
+
 /// Words that negate the value after them in a correction (folded).
 const NEGATORS: &[&str] = &["not", "no", "nao", "nem", "never"];
 
@@ -366,6 +387,7 @@ fn read(
         let open: Vec<&Candidate> = cands
             .iter()
             .filter(|c| c.value.is_err() && !overlaps(&taken, &c.span))
+            .filter(|c| !c.plain_id || plain_id_ok(i, c))
             .collect();
         let labelled = open
             .iter()
@@ -390,6 +412,14 @@ fn read(
             picks.iter().chain(&misses).map(Pick::whole_span).collect();
         removed.extend(negated.iter().cloned());
         whole = reader.only_filler_outside(&removed, options.correction);
+        if !whole && options.correction {
+            // MG-6: a correction may be followed by why (`yes but it's 310, forgot the tax`):
+            // the clause holding every value is nothing but the correction.
+            let spans: Vec<Range<usize>> =
+                picks.iter().chain(&misses).map(Pick::whole_span).collect();
+            whole = clause_of(text, &removed, &spans)
+                .is_some_and(|clause| reader.only_filler_within(&clause, &removed));
+        }
         if !whole {
             picks.retain(|p| p.clarity != Clarity::Bare);
             misses.retain(|p| p.clarity != Clarity::Bare);

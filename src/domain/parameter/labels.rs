@@ -56,6 +56,19 @@ impl Reader<'_> {
     }
 
     /// Whether every word outside `removed` is filler (PR-1 (a)).
+    /// Whether every word inside `clause` and outside `removed` is filler or a correction marker.
+    pub(super) fn only_filler_within(&self, clause: &Range<usize>, removed: &[Range<usize>]) -> bool {
+        let rest: Vec<&str> = self
+            .words
+            .iter()
+            .filter(|(r, _)| clause.start <= r.start && r.end <= clause.end)
+            .filter(|(r, _)| !overlaps(removed, r))
+            .map(|(_, w)| w.as_str())
+            .filter(|w| !CORRECTION_MARKERS.contains(w))
+            .collect();
+        all_filler(&rest)
+    }
+
     /// With `correction`, MG-6's correction markers count as filler too.
     pub(super) fn only_filler_outside(&self, removed: &[Range<usize>], correction: bool) -> bool {
         let rest: Vec<&str> = self

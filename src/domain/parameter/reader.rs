@@ -103,6 +103,20 @@ impl Reader<'_> {
         }
         for span in tokens(text) {
             let token = text.get(span.clone()).unwrap_or("");
+            // MG-4a, RP-4: digits alone that are not the id's rest (`12` for `[0-9]{4,}`) are a
+            // near-miss of its plain form, explained when the id was asked for.
+            let digits = !token.is_empty() && token.bytes().all(|b| b.is_ascii_digit());
+            if digits && pattern.plain.is_some() && pattern.canonical_plain(token).is_none() {
+                if standalone(text, &span) {
+                    out.push(Candidate {
+                        span: span.clone(),
+                        value: Err(InvalidReason::Format),
+                        label_only: false,
+                        plain_id: true,
+                    });
+                }
+                continue;
+            }
             if let Some(v) = pattern.canonical_plain(token) {
                 if standalone(text, &span) && !out.iter().any(|c| overlaps_range(&c.span, &span)) {
                     out.push(Candidate {

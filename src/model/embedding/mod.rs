@@ -310,33 +310,36 @@ pub fn interpret_from(
         };
     }
     // An affirmation (`go ahead`, `sim`) is never read as abandoning the transaction.
-    if **top == Label::Cancel && answer != Some(Confirmation::Affirm) {
+    // A message with a number in it is an answer or a correction, not an abandonment.
+    let has_digit = request.message.chars().any(|c| c.is_ascii_digit());
+    if **top == Label::Cancel && answer != Some(Confirmation::Affirm) && !has_digit {
         return InterpreterDecision {
             act: InterpreterAct::Cancel,
             arguments: BTreeMap::new(),
             confidence: round(f64::from(*top_p)),
         };
     }
-    let other_decision: f64 = ranked
-        .iter()
-        .filter(|(l, _)| match l {
-            Label::Cancel | Label::HumanHandoff | Label::EndSession | Label::Topic { .. } => true,
-            Label::Tool(t) => t != active_tool,
-            Label::OutOfScope => false,
-        })
-        .map(|(_, p)| f64::from(*p))
-        .sum();
     let free_text = request.parameters.iter().find(|p| {
         p.type_name == "text" && request.transaction.missing_parameters.contains(&p.name)
     });
-    // A bare yes or no is no reason or description (the recogniser reads it as an answer).
-    let answer_word = answer.is_some();
-    let read_as_other = answer_word
-        || match top {
-        Label::Cancel | Label::HumanHandoff | Label::EndSession | Label::Topic { .. } => true,
-        Label::Tool(t) => t != active_tool,
+    // The free-text parameter is the one asked for: a description is its answer unless it is
+    // read as a session decision, or as another request or topic with confidence.
+    let asked = free_text.is_some_and(|p| {
+        request.transaction.missing_parameters.first() == Some(&p.name)
+    });
+    let other = |label: &Label, p: f32| match label {
+        Label::Cancel | Label::HumanHandoff | Label::EndSession => true,
+        Label::Tool(t) if t == active_tool => false,
+        Label::Tool(_) | Label::Topic { .. } => !asked || p >= 0.9,
         Label::OutOfScope => false,
     };
+    let other_decision: f64 = ranked
+        .iter()
+        .filter(|(l, p)| other(l, *p))
+        .map(|(_, p)| f64::from(*p))
+        .sum();
+    // A bare yes or no is no reason or description (the recogniser reads it as an answer).
+    let read_as_other = answer.is_some() || other(top, *top_p);
     match free_text {
         Some(param) if !read_as_other && !request.message.trim().is_empty() => {
             InterpreterDecision {
