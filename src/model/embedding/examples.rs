@@ -145,7 +145,14 @@ impl ExampleIndex {
         let ys: Vec<usize> = examples.iter().map(|(l, _)| positions[l]).collect();
         let mut counts = vec![0; labels.len()];
         ys.iter().for_each(|&y| counts[y] += 1);
-        let head = LinearHead::fit(vectors, &ys, labels.len(), options);
+        // Topics are not calibrated on: see `LinearHead::fit_calibrating`.
+        let topics: Vec<usize> = labels
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| matches!(l, Label::Topic { .. }))
+            .map(|(i, _)| i)
+            .collect();
+        let head = LinearHead::fit_calibrating(vectors, &ys, labels.len(), options, &topics);
         ExampleIndex {
             labels,
             head,

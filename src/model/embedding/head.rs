@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 /// Changes whenever the fitting arithmetic does (not only its options), so a cached head is
 /// always the one this build would fit.
-pub const FIT_VERSION: u32 = 4;
+pub const FIT_VERSION: u32 = 5;
 
 /// Cross-validation folds of the temperature calibration.
 const FOLDS: usize = 5;
@@ -60,6 +60,19 @@ impl LinearHead {
         classes: usize,
         options: FitOptions,
     ) -> LinearHead {
+        LinearHead::fit_calibrating(vectors, labels, classes, options, &[])
+    }
+
+    /// [`LinearHead::fit`], calibrating the temperature on the held-out examples of the classes
+    /// not listed in `uncalibrated` only: classes whose examples are short and alike (a greeting,
+    /// `ok`) would otherwise flatten every probability, and the thresholds gate the others.
+    pub fn fit_calibrating(
+        vectors: &[Vec<f32>],
+        labels: &[usize],
+        classes: usize,
+        options: FitOptions,
+        uncalibrated: &[usize],
+    ) -> LinearHead {
         let dim = vectors.first().map_or(0, Vec::len);
         let (mean, inverse_std) = standardisation(vectors, dim);
         let standardised: Vec<Vec<f32>> = vectors
@@ -77,6 +90,7 @@ impl LinearHead {
             let weights = fit_rows(&standardised, labels, &train, classes, dim, options);
             held_logits.extend(
                 held.iter()
+                    .filter(|&&i| !uncalibrated.contains(&labels[i]))
                     .map(|&i| (labels[i], logits(&weights, classes, dim, &standardised[i]))),
             );
         }

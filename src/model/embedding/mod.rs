@@ -234,6 +234,9 @@ pub fn classify_from(
 /// labels are not among its answers, nor the in-transaction cancel when no transaction is
 /// active: its probabilities are those of the labels that remain, renormalised (a conditional
 /// probability: `quero cancelar` is the order cancellation, not "abandon what is in flight").
+/// When a tool is the most probable reading, the topics (PR-3a questions, SC-9 conversational
+/// intents) leave the normalisation too, so adding topics does not lower a request's
+/// confidence; a topic decides only when it is itself the most probable reading.
 pub fn route_from(
     ranked: &[(&Label, f32)],
     assistant: Option<&Assistant>,
@@ -244,6 +247,13 @@ pub fn route_from(
         Label::Cancel => in_transaction,
         _ => true,
     };
+    // A request is weighed against the other requests (and "none of these"), not against the
+    // topics: a topic that is not the most probable reading takes no confidence from a tool.
+    let top_is_tool = ranked
+        .iter()
+        .find(|(l, _)| routable(l))
+        .is_some_and(|(l, _)| matches!(l, Label::Tool(_)));
+    let routable = |l: &Label| routable(l) && !(top_is_tool && matches!(l, Label::Topic { .. }));
     let mass: f32 = ranked
         .iter()
         .filter(|(l, _)| routable(l))
