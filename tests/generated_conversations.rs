@@ -1,7 +1,8 @@
 //! The engine's "Jepsen": whole generated conversations for the example domain, played through the
 //! real pipeline with crashes, restarts and redeliveries, and judged by an independent checker
 //! (`tests/generated/check.rs`, which documents exactly what it checks) of the safety invariants:
-//! MG-6 (confirmed arguments, pre-validation), PR-6 (deterministic confirmation), LC-2 (latch and
+//! MG-6 (confirmed arguments — also after corrections at confirmation, which must be applied and
+//! asked again —, pre-validation), PR-6 (deterministic confirmation), LC-2 (latch and
 //! `last_transaction`), LC-4/EV-4 (one execution per idempotency key), EV-1 (redelivery), SC-5/SC-6
 //! (no tool on a handoff or end turn) and the contract's order of events.
 //!
@@ -23,8 +24,8 @@ use turnstile::domain::catalog::Catalog;
 use turnstile::domain::turn::ChannelAction;
 use turnstile::scenario::format::parse_scenario;
 
-use generated::check::{check, Kind, Violation};
-use generated::grammar::{generate, Conversation, Crash, GenTurn};
+use generated::check::{check, correction_at_confirmation, Kind, Violation};
+use generated::grammar::{generate, Conversation, Correction, Crash, GenTurn};
 use generated::run::{play, scenario_turn, settings_block, tools_of};
 use generated::shrink::shrink;
 use generated::trace::{RedeliverySeen, ToolCallSeen, TurnTrace};
@@ -62,7 +63,7 @@ fn violations_of(
 }
 
 /// What a shrunk failure's scenario can expect so that it fails until the bug is fixed.
-fn expectations(violations: &[Violation]) -> Expectations {
+fn expectations(violations: &[Violation], c: &Conversation) -> Expectations {
     let mut e = Expectations::new();
     for v in violations {
         if matches!(
@@ -73,6 +74,19 @@ fn expectations(violations: &[Violation]) -> Expectations {
                 | Kind::ToolOnSessionControlTurn
         ) {
             e.insert(v.turn, json!({"tool_calls": []}));
+        }
+        if v.kind == Kind::CorrectionNotApplied {
+            // MG-6: decided in step 3 and asked again (the question's wording per locale).
+            let pt_br = c.turns.get(v.turn - 1).is_some_and(|t| t.pt_br);
+            let question = if pt_br {
+                "Por favor, confirme"
+            } else {
+                "Please confirm"
+            };
+            e.insert(
+                v.turn,
+                json!({"tool_calls": [], "model_calls": [], "reply_contains": question}),
+            );
         }
     }
     e
@@ -98,7 +112,7 @@ fn report_failure(
         &small,
         &format!("generated seed {}: {kind:?}", c.seed),
         &notes,
-        &expectations(&small_violations),
+        &expectations(&small_violations, &small),
     );
     let dir = Path::new("target/generated_conversations");
     let _ = std::fs::create_dir_all(dir);
@@ -131,14 +145,25 @@ struct Tally {
     redeliveries: u64,
     endings: BTreeMap<String, u64>,
     questions: u64,
+    /// MG-6: correction messages that met a pending confirmation with another value.
+    corrections_at_confirmation: u64,
+    /// MG-6: executions whose last question was shown by such a correction.
+    executed_after_correction: u64,
     failure: Option<String>,
 }
 
 impl Tally {
     fn add(&mut self, traces: &[TurnTrace]) {
         self.conversations += 1;
+        // Whether the last confirmation question was shown by a correction (MG-6).
+        let mut corrected_question = false;
         for t in traces {
             self.turns += 1;
+            let correction = correction_at_confirmation(t).is_some();
+            self.corrections_at_confirmation += u64::from(correction);
+            if !t.executions.is_empty() && corrected_question {
+                self.executed_after_correction += 1;
+            }
             self.crashes += u64::from(t.crashed);
             self.redeliveries += u64::from(t.redelivery.is_some());
             // LC-4: the call was made, the worker died, the redelivery re-issued it.
@@ -166,6 +191,7 @@ impl Tally {
                 |r: &String| r.contains("Please confirm") || r.contains("Por favor, confirme");
             if t.replies.iter().any(asks) {
                 self.questions += 1;
+                corrected_question = correction;
             }
         }
     }
@@ -185,6 +211,8 @@ impl Tally {
             *self.endings.entry(k).or_default() += v;
         }
         self.questions += o.questions;
+        self.corrections_at_confirmation += o.corrections_at_confirmation;
+        self.executed_after_correction += o.executed_after_correction;
         if self.failure.is_none() {
             self.failure = o.failure;
         }
@@ -236,7 +264,8 @@ fn generated_conversations_keep_the_safety_invariants() {
     println!(
         "generated conversations: {} checked, {} turns, seeds {first}..{}, {threads} threads, \
          {:.1} s\n  executions {:?}\n  executing turns: confirm button {}, text with no model \
-         call {}; confirmation replies {}\n  crashes {} (re-issued executions {}), \
+         call {}; confirmation replies {}\n  corrections at confirmation {} (executions after \
+         a corrected question {})\n  crashes {} (re-issued executions {}), \
          redeliveries {}\n  endings {:?}",
         tally.conversations,
         tally.turns,
@@ -246,6 +275,8 @@ fn generated_conversations_keep_the_safety_invariants() {
         tally.by_button,
         tally.by_text,
         tally.questions,
+        tally.corrections_at_confirmation,
+        tally.executed_after_correction,
         tally.crashes,
         tally.crash_reissued,
         tally.redeliveries,
@@ -272,6 +303,13 @@ fn generated_conversations_keep_the_safety_invariants() {
         assert!(
             tally.crash_reissued > 0,
             "no execution was re-issued after a crash"
+        );
+        // MG-6: corrections meet pending confirmations, and corrected questions get executed.
+        assert!(
+            tally.corrections_at_confirmation > 0 && tally.executed_after_correction > 0,
+            "corrections at confirmation {}, executions after a corrected question {}",
+            tally.corrections_at_confirmation,
+            tally.executed_after_correction
         );
     }
 }
@@ -302,6 +340,13 @@ fn sample() -> Conversation {
     let mut quirky = GenTurn::text("no");
     quirky.classifier = Some(json!("timeout"));
     quirky.router = Some(json!({"out_of_scope": true, "confidence": 0.89}));
+    let mut corrected = GenTurn::text("não é PED-1001, é ped 2002");
+    corrected.pt_br = true;
+    corrected.correction = Some(Correction {
+        param: "order_id",
+        value: json!("PED-2002"),
+        only_tool: None,
+    });
     let mut action = GenTurn::action(ChannelAction::Confirm);
     action.crash = Some(Crash::AtWriteAhead);
     Conversation {
@@ -311,6 +356,7 @@ fn sample() -> Conversation {
             open,
             yes,
             quirky,
+            corrected,
             GenTurn::text("01310-100"),
             GenTurn::text("R$ 1 234,56"),
             GenTurn::text("🙂 ???"),
@@ -465,6 +511,135 @@ fn checker_reports_arguments_other_than_the_last_question() {
     t[1].index = 3;
     t.insert(1, t2);
     assert!(kinds(&t).contains(&Kind::UnconfirmedArguments));
+}
+
+/// `good_trace` with a correction between the question and the `yes`: turn 2 `I meant
+/// PED-2002`, applied (pre-validated again, the question shown again with PED-2002) and
+/// decided with no model call; turn 3 `yes` executes PED-2002.
+fn corrected_trace() -> Vec<TurnTrace> {
+    let mut t = good_trace();
+    let new = json!({"order_id": "PED-2002"});
+    let mut t2 = TurnTrace::new(2);
+    t2.text = Some("I meant PED-2002".into());
+    t2.correction = Some(Correction {
+        param: "order_id",
+        value: json!("PED-2002"),
+        only_tool: None,
+    });
+    t2.before = t[0].after.clone();
+    t2.after = state(Some(tx("x1", "AWAITING_CONFIRMATION", new.clone())), None);
+    t2.replies = vec!["Please confirm the order cancellation: PED-2002. Reply yes or no.".into()];
+    t2.pre_validations = vec![call("x1", new.clone(), "x1:pre_validation:2", 0)];
+    t[1].index = 3;
+    t[1].before = t2.after.clone();
+    let done = tx("x1", "COMPLETED", new.clone());
+    t[1].after = state(None, Some(done.clone()));
+    t[1].events = vec![("transaction.completed".into(), json!({"transaction": done}))];
+    t[1].executions = vec![call("x1", new, "x1:execute", 0)];
+    t.insert(1, t2);
+    t
+}
+
+// MG-6: a correction at confirmation, applied and asked again, then confirmed: no violation.
+#[test]
+fn checker_accepts_an_applied_correction() {
+    assert_eq!(check(&corrected_trace()), vec![]);
+    // A pre-validated tool whose re-run pre-validation refuses the corrected arguments ends it.
+    let mut t = corrected_trace();
+    t.truncate(2);
+    let refused = tx("x1", "OUT_OF_SCOPE", json!({"order_id": "PED-2002"}));
+    t[1].after = state(None, Some(refused.clone()));
+    t[1].replies = vec!["Sorry, the order cancellation is not possible.".into()];
+    t[1].events = vec![(
+        "transaction.out_of_scope".into(),
+        json!({"transaction": refused}),
+    )];
+    t[1].pre_validations[0].ok = false;
+    assert_eq!(check(&t), vec![]);
+}
+
+// MG-6: an ignored correction — the old question asked again and `yes` executing the old value
+// — keeps every other invariant (the execution matches the last question shown), so only the
+// correction invariant catches it.
+#[test]
+fn checker_reports_an_ignored_correction() {
+    let old = json!({"order_id": "PED-1001"});
+    let mut t = corrected_trace();
+    t[1].after = state(Some(tx("x1", "AWAITING_CONFIRMATION", old.clone())), None);
+    t[1].replies = vec!["Please confirm the order cancellation: PED-1001. Reply yes or no.".into()];
+    t[1].model_calls = vec!["classifier".into(), "interpreter".into()];
+    t[1].pre_validations.clear();
+    t[2].before = t[1].after.clone();
+    let done = tx("x1", "COMPLETED", old.clone());
+    t[2].after = state(None, Some(done.clone()));
+    t[2].events = vec![("transaction.completed".into(), json!({"transaction": done}))];
+    t[2].executions = vec![call("x1", old, "x1:execute", 0)];
+    assert_eq!(
+        kinds(&t),
+        vec![Kind::CorrectionNotApplied],
+        "{:?}",
+        check(&t)
+    );
+    assert_eq!(check(&t)[0].turn, 2);
+    // Merged, but decided by a model: still reported.
+    let mut t = corrected_trace();
+    t[1].model_calls = vec!["classifier".into(), "interpreter".into()];
+    assert_eq!(kinds(&t), vec![Kind::CorrectionNotApplied]);
+    // Merged without showing the question again: the correction is reported, and so is the
+    // execution of arguments no question showed.
+    let mut t = corrected_trace();
+    t[1].replies.clear();
+    let k = kinds(&t);
+    assert!(
+        k.contains(&Kind::CorrectionNotApplied) && k.contains(&Kind::UnconfirmedArguments),
+        "{k:?}"
+    );
+    // Ended (here declined) instead of asked again.
+    let mut t = corrected_trace();
+    t.truncate(2);
+    let declined = tx("x1", "CANCELLED", json!({"order_id": "PED-1001"}));
+    t[1].after = state(None, Some(declined.clone()));
+    t[1].events = vec![(
+        "transaction.cancelled".into(),
+        json!({"transaction": declined}),
+    )];
+    assert_eq!(kinds(&t), vec![Kind::CorrectionNotApplied]);
+}
+
+// MG-6: the correction invariant applies only where the contract decides the turn in step 3.
+#[test]
+fn a_correction_applies_only_at_a_pending_confirmation_of_another_value() {
+    let t = corrected_trace();
+    assert!(correction_at_confirmation(&t[1]).is_some());
+    let exempt: [fn(&mut TurnTrace); 6] = [
+        // ST-6: the session expired first.
+        |t| t.after_ms = 31 * 60 * 1000,
+        // A person owns the conversation (SC-5).
+        |t| t.before["human_handoff_requested"] = json!(true),
+        // The same value: nothing to correct.
+        |t| t.before["active_transaction"]["arguments"]["order_id"] = json!("PED-2002"),
+        // Not awaiting confirmation.
+        |t| t.before["active_transaction"]["status"] = json!("COLLECTING_PARAMETERS"),
+        // A parameter the pending tool does not have.
+        |t| {
+            t.correction = Some(Correction {
+                param: "house_number",
+                value: json!(46),
+                only_tool: None,
+            })
+        },
+        // A reading that belongs to another tool (`I meant 2002` while an address change waits).
+        |t| {
+            if let Some(c) = t.correction.as_mut() {
+                c.only_tool = Some("retail_address_change");
+            }
+        },
+    ];
+    for (i, edit) in exempt.into_iter().enumerate() {
+        let mut t2 = t[1].clone();
+        edit(&mut t2);
+        assert!(correction_at_confirmation(&t2).is_none(), "exemption {i}");
+    }
 }
 
 // PR-6: executed after a model reading, a question or a non-confirmation turn.

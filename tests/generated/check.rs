@@ -14,6 +14,19 @@
 //!   text from the grammar's plain-affirmation list answered with no model call at all
 //!   ([`Kind::NoDeterministicConfirmation`]). So a model `affirm`, a correction, a question
 //!   (`ok?`) or a mixed answer (`não, pode`) never counts as confirming.
+//!   The last question is tracked through corrections too: a correction that changed the
+//!   arguments but showed no new question leaves the old one as the last, so executing the
+//!   corrected arguments is reported.
+//! - **Corrections at confirmation (MG-6).** A text the grammar wrote as a correction of a
+//!   parameter to a new value ([`Correction`], its oracle), sent while the transaction awaits
+//!   confirmation with another value for that parameter (the tool has that parameter in the
+//!   spec's table; no handoff in progress; less than `SESSION_TTL`, 30 min, since the last
+//!   turn), must be decided with no model call and no execution, and either keep the same
+//!   transaction `AWAITING_CONFIRMATION` with exactly the new value and show the confirmation
+//!   question again, or — for a pre-validated tool whose re-run pre-validation refused — end it
+//!   `OUT_OF_SCOPE` / `FAILED` with the new value ([`Kind::CorrectionNotApplied`]). So an
+//!   ignored correction (the old question asked again, then `yes` executing the old value)
+//!   fails here even though the executed arguments match the last question shown.
 //! - **Pre-validation (MG-6, LC-1).** An execution of a pre-validated tool must have, as the last
 //!   pre-validation the endpoint saw for that transaction, an eligible one of exactly the same
 //!   arguments ([`Kind::NotPreValidated`]).
@@ -44,13 +57,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use super::grammar::{PLAIN_AFFIRMATIONS, TOOLS};
+use super::grammar::{Correction, PLAIN_AFFIRMATIONS, TOOLS};
 use super::trace::{ToolCallSeen, TurnTrace};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Kind {
     UnconfirmedArguments,
     NoDeterministicConfirmation,
+    CorrectionNotApplied,
     NotPreValidated,
     SecondExecution,
     ToolOnSessionControlTurn,
@@ -85,6 +99,8 @@ const ENDINGS: &[(&str, &str)] = &[
 ];
 const SESSION_EVENTS: &[&str] = &["session.human_handoff.requested", "session.end.requested"];
 const TERMINAL: &[&str] = &["COMPLETED", "CANCELLED", "OUT_OF_SCOPE", "FAILED"];
+/// `SESSION_TTL`'s default (ST-6); generated conversations do not set it.
+const SESSION_TTL_MS: i64 = 30 * 60 * 1000;
 
 fn active(state: &Value) -> Option<&Value> {
     state.get("active_transaction").filter(|t| !t.is_null())
@@ -100,6 +116,38 @@ fn status_of(tx: &Value) -> Option<&str> {
 
 fn event_tx(data: &Value) -> Option<&Value> {
     data.get("transaction").filter(|t| !t.is_null())
+}
+
+fn tool_params(tool: &str) -> &'static [&'static str] {
+    TOOLS
+        .iter()
+        .find(|(_, name, _, _, _)| *name == tool)
+        .map_or(&[], |(_, _, params, _, _)| *params)
+}
+
+fn shows_question(t: &TurnTrace) -> bool {
+    t.replies
+        .iter()
+        .any(|r| CONFIRM_WORDING.iter().any(|w| r.contains(w)))
+}
+
+/// MG-6: the correction `t` must apply, with the transaction it corrects (as stored before the
+/// turn): a text with a correction of a parameter the transaction awaiting confirmation has, to
+/// a value other than the collected one, on a turn nothing decides before step 3 (no handoff in
+/// progress, no expiry).
+pub fn correction_at_confirmation(t: &TurnTrace) -> Option<(&Correction, &Value)> {
+    let c = t.correction.as_ref()?;
+    t.text.as_ref()?;
+    let tx = active(&t.before)?;
+    let tool = tx.get("tool").and_then(Value::as_str)?;
+    let handoff = t.before.get("human_handoff_requested") == Some(&Value::Bool(true));
+    let applies = status_of(tx) == Some("AWAITING_CONFIRMATION")
+        && c.only_tool.is_none_or(|only| only == tool)
+        && tool_params(tool).contains(&c.param)
+        && tx.get("arguments").and_then(|a| a.get(c.param)) != Some(&c.value)
+        && !handoff
+        && t.after_ms < SESSION_TTL_MS;
+    applies.then_some((c, tx))
 }
 
 fn tool_spec(tool: &str) -> Option<(bool, bool)> {
@@ -330,6 +378,67 @@ pub fn check(traces: &[TurnTrace]) -> Vec<Violation> {
             }
         }
 
+        // MG-6: a correction at confirmation is applied and asked again.
+        if let Some((c, tx)) = correction_at_confirmation(t) {
+            let mut wrong: Vec<String> = Vec::new();
+            if !t.model_calls.is_empty() {
+                wrong.push(format!("asked the models {:?}", t.model_calls));
+            }
+            if !t.executions.is_empty() {
+                wrong.push("executed a tool".into());
+            }
+            let id = id_of(tx);
+            let value_of = |x: &Value| x.get("arguments").and_then(|a| a.get(c.param)).cloned();
+            match after_active.filter(|a| id.is_some() && id_of(a) == id) {
+                Some(a) => {
+                    if status_of(a) != Some("AWAITING_CONFIRMATION") {
+                        wrong.push(format!("left it {:?}", status_of(a)));
+                    }
+                    if value_of(a).as_ref() != Some(&c.value) {
+                        wrong.push(format!("kept {} = {:?}", c.param, value_of(a)));
+                    }
+                    if !shows_question(t) {
+                        wrong.push("showed no confirmation question".into());
+                    }
+                }
+                None => {
+                    let pre_validated = tx
+                        .get("tool")
+                        .and_then(Value::as_str)
+                        .and_then(tool_spec)
+                        .is_some_and(|(_, pre)| pre);
+                    let refused = endings.iter().any(|e| {
+                        id_of(e) == id
+                            && matches!(status_of(e), Some("OUT_OF_SCOPE" | "FAILED"))
+                            && value_of(e).as_ref() == Some(&c.value)
+                    });
+                    if !(pre_validated && refused) {
+                        wrong.push(
+                            "ended the transaction other than by a refused pre-validation of \
+                             the corrected arguments"
+                                .into(),
+                        );
+                    }
+                }
+            }
+            if !wrong.is_empty() {
+                v(
+                    k,
+                    Kind::CorrectionNotApplied,
+                    format!(
+                        "{:?} corrects {} to {} while {:?} awaited confirmation of {}, but the \
+                         turn {}",
+                        t.text.as_deref().unwrap_or_default(),
+                        c.param,
+                        c.value,
+                        id.unwrap_or_default(),
+                        tx.get("arguments").unwrap_or(&Value::Null),
+                        wrong.join("; ")
+                    ),
+                );
+            }
+        }
+
         // EV-1: a redelivery changes nothing.
         if let Some(r) = &t.redelivery {
             if r.state_changed
@@ -343,10 +452,7 @@ pub fn check(traces: &[TurnTrace]) -> Vec<Violation> {
         }
 
         // The question this turn showed, if any (after the executions: "after that question").
-        let asked = t
-            .replies
-            .iter()
-            .any(|r| CONFIRM_WORDING.iter().any(|w| r.contains(w)));
+        let asked = shows_question(t);
         // With no transaction in the latch (which would be a bug of its own) the question
         // matches no execution at all.
         if asked {

@@ -4,6 +4,11 @@
 //! per turn the user input, the locale, the clock step, what each model component answers, what
 //! the tools answer, and `restart` / `redeliver`. The one thing the scenario format cannot say is a
 //! crash in the middle of a turn (`crash`), which the harness injects around the checkpoint store.
+//!
+//! A correction message (MG-6: `I meant PED-2002`, `não é 45, é 46`, `yes, but the number is
+//! 210`) carries what it means ([`Correction`]), which the checker holds the engine to. MG-6
+//! episodes (an opener with every argument of a tool that confirms, one or two corrections, an
+//! answer) make corrections meet a pending confirmation often.
 
 use std::collections::BTreeMap;
 
@@ -84,6 +89,23 @@ pub struct GenTurn {
     pub restart: bool,
     pub redeliver: bool,
     pub crash: Option<Crash>,
+    /// What the text means when the grammar wrote it as a correction (MG-6): the checker's
+    /// oracle. Not part of the scenario (a rendered file notes it in a comment).
+    pub correction: Option<Correction>,
+}
+
+/// A correction message's meaning, as the grammar wrote it: `param` is corrected to `value`, the
+/// canonical value (MG-4) a typed parser must store (`ped 3003` → `"PED-3003"`, `R$ 80,00` →
+/// `"80.00"`, `46` → `46`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Correction {
+    pub param: &'static str,
+    pub value: Value,
+    /// The one tool for which the text reads as this correction, when the reading depends on
+    /// the tool: the bare number of an order id (`I meant 2002`) is the order id only where no
+    /// other parameter reads a number (the cancellation); the address change reads it as the
+    /// house number (MG-4a).
+    pub only_tool: Option<&'static str>,
 }
 
 impl GenTurn {
@@ -99,6 +121,7 @@ impl GenTurn {
             restart: false,
             redeliver: false,
             crash: None,
+            correction: None,
         }
     }
 
@@ -258,6 +281,149 @@ const NEAR_MISSES: &[&str] = &[
     "R$ 1 234",
 ];
 const DATES: &[&str] = &["15/01/2026", "2026-01-15", "amanhã"];
+
+// ---- MG-6: corrections, with what they mean ----
+
+/// New values a correction gives, as typed and as stored (MG-4, MG-4a). House numbers stay
+/// below 1000 so that no plain form of an order id (4 digits or more) could read them.
+const NEW_ORDER_IDS: &[(&str, &str)] = &[
+    ("PED-2002", "PED-2002"),
+    ("ped 3003", "PED-3003"),
+    ("Ped4004", "PED-4004"),
+    ("PED_5005", "PED-5005"),
+    ("ped#6006", "PED-6006"),
+    ("ped-1001", "PED-1001"),
+];
+const NEW_HOUSES: &[i64] = &[7, 46, 120, 210];
+const NEW_CEPS: &[(&str, &str)] = &[
+    ("04538-133", "04538-133"),
+    ("01001-000", "01001-000"),
+    ("01310-100", "01310-100"),
+];
+const NEW_AMOUNTS: &[(&str, &str)] = &[
+    ("R$ 80,00", "80.00"),
+    ("$90.50", "90.50"),
+    ("R$ 1.234,56", "1234.56"),
+    ("79.99", "79.99"),
+];
+
+/// MG-6's correction forms (`{new}` the new value, `{old}` a value set aside, `{label}` the
+/// parameter's word): en, then pt-BR. Each message is nothing but the correction.
+const CORRECTION_FORMS_EN: &[&str] = &[
+    "actually {new}",
+    "I meant {new}",
+    "make that {new}",
+    "{new}, not {old}",
+    "not {old}, {new}",
+    "sorry, I meant {new}",
+    "yes, but the {label} is {new}",
+    "ok, make it {new} instead",
+];
+const CORRECTION_FORMS_PT: &[&str] = &[
+    "é {new}, não {old}",
+    "não é {old}, é {new}",
+    "na verdade {new}",
+    "quis dizer {new}",
+    "sim, mas o {label} é {new}",
+];
+
+/// The parameters a correction message corrects (free text has no correction form).
+const CORRECTABLE: &[&str] = &["order_id", "zip_code", "house_number", "amount"];
+
+/// A correction message for one of `params` (or, rarely, any parameter) and what it means.
+pub fn correction_text(rng: &mut Rng, params: &[&'static str]) -> (String, bool, Correction) {
+    let own: Vec<&'static str> = params
+        .iter()
+        .copied()
+        .filter(|p| CORRECTABLE.contains(p))
+        .collect();
+    let param = if !own.is_empty() && rng.chance(90) {
+        *rng.pick(&own)
+    } else {
+        *rng.pick(CORRECTABLE)
+    };
+    let pt_br = rng.chance(40);
+    // (typed, stored, old, en label, pt-BR label)
+    let (new, value, old, label_en, label_pt): (String, Value, &str, &str, &str) = match param {
+        "order_id" => {
+            let (typed, stored) = *rng.pick(NEW_ORDER_IDS);
+            let old = if stored == "PED-1001" {
+                "PED-2002"
+            } else {
+                "PED-1001"
+            };
+            (typed.to_owned(), json!(stored), old, "order", "pedido")
+        }
+        "zip_code" => {
+            let (typed, stored) = *rng.pick(NEW_CEPS);
+            let old = if stored == "01310-100" {
+                "04538-133"
+            } else {
+                "01310-100"
+            };
+            (typed.to_owned(), json!(stored), old, "zip", "CEP")
+        }
+        "house_number" => {
+            let n = *rng.pick(NEW_HOUSES);
+            let old = if n == 45 { "46" } else { "45" };
+            (n.to_string(), json!(n), old, "number", "número")
+        }
+        _ => {
+            let (typed, stored) = *rng.pick(NEW_AMOUNTS);
+            let old = if stored == "71.99" {
+                "R$ 80,00"
+            } else {
+                "R$ 71,99"
+            };
+            (typed.to_owned(), json!(stored), old, "amount", "valor")
+        }
+    };
+    let mut correction = Correction {
+        param,
+        value,
+        only_tool: None,
+    };
+    // MG-4a: the bare number of an order id, in a correction form of the collected id.
+    let new = if param == "order_id" && rng.chance(20) {
+        correction.only_tool = Some("retail_order_cancel");
+        correction
+            .value
+            .as_str()
+            .and_then(|id| id.strip_prefix("PED-"))
+            .unwrap_or("2002")
+            .to_owned()
+    } else {
+        new
+    };
+    let (form, label) = if pt_br {
+        (*rng.pick(CORRECTION_FORMS_PT), label_pt)
+    } else {
+        (*rng.pick(CORRECTION_FORMS_EN), label_en)
+    };
+    let text = form
+        .replace("{new}", &new)
+        .replace("{old}", old)
+        .replace("{label}", label);
+    (text, pt_br, correction)
+}
+
+/// Openers that give every argument of a tool that asks for confirmation, so the transaction
+/// awaits confirmation after one turn (LC-1): `(tool index in TOOLS, text, pt-BR)`.
+const FULL_OPENERS: &[(usize, &str, bool)] = &[
+    (0, "cancel order PED-1001", false),
+    (0, "cancela o pedido ped-1001", true),
+    (
+        2,
+        "change the address of order PED-1001 to 01310-100, number 45",
+        false,
+    ),
+    (
+        2,
+        "quero mudar o endereço do pedido PED-1001 para o CEP 01310-100, número 45",
+        true,
+    ),
+    (3, "contest the gym charge of R$ 71,99", false),
+];
 
 /// Model-side argument values: valid, invalid and foreign ones (MG-4 validates them all).
 fn model_argument(rng: &mut Rng, tool_params: &[&str]) -> (String, Value) {
@@ -445,8 +611,10 @@ fn value_text(rng: &mut Rng, focus: usize) -> String {
     }
 }
 
-fn text(rng: &mut Rng, focus: usize) -> String {
-    match rng.weighted(&[12, 24, 6, 5, 16, 5, 8, 8, 6, 2, 5]) {
+/// A random user text for a conversation about `focus`; a correction comes with its meaning
+/// and its locale (a pt-BR form is sent as pt-BR).
+fn text(rng: &mut Rng, focus: usize) -> (String, Option<(bool, Correction)>) {
+    let plain = match rng.weighted(&[12, 24, 6, 5, 16, 5, 8, 8, 6, 2, 5, 7]) {
         0 => (*rng.pick(OPENERS)).to_owned(),
         1 => value_text(rng, focus),
         2 => (*rng.pick(NEAR_MISSES)).to_owned(),
@@ -457,8 +625,37 @@ fn text(rng: &mut Rng, focus: usize) -> String {
         7 => (*rng.pick(CANCELS)).to_owned(),
         8 => (*rng.pick(SESSION)).to_owned(),
         9 => "x".repeat(rng.below(300) + 1),
-        _ => (*rng.pick(NOISE)).to_owned(),
+        10 => (*rng.pick(NOISE)).to_owned(),
+        _ => {
+            let (text, pt_br, correction) = correction_text(rng, TOOLS[focus].2);
+            return (text, Some((pt_br, correction)));
+        }
+    };
+    (plain, None)
+}
+
+/// One planned turn of an MG-6 episode.
+enum Planned {
+    /// Open the tool (index in [`TOOLS`]) with every argument; the classifier and the router are
+    /// scripted to route it.
+    Open(usize, &'static str, bool),
+    Correct(String, bool, Correction),
+    /// Answer the question: mostly a plain affirmation or the confirm button.
+    Answer,
+}
+
+/// An MG-6 episode: a tool that asks for confirmation opened with every argument, one or two
+/// corrections while its question is pending, then an answer — so corrections reach
+/// `AWAITING_CONFIRMATION` often, whatever else the conversation does around them.
+fn plan_episode(rng: &mut Rng) -> Vec<Planned> {
+    let (tool, opener, pt_br) = *rng.pick(FULL_OPENERS);
+    let mut plan = vec![Planned::Open(tool, opener, pt_br)];
+    for _ in 0..1 + rng.below(2) {
+        let (text, pt_br, correction) = correction_text(rng, TOOLS[tool].2);
+        plan.push(Planned::Correct(text, pt_br, correction));
     }
+    plan.push(Planned::Answer);
+    plan
 }
 
 /// The conversation of `seed`: the same seed always gives the same conversation.
@@ -469,9 +666,32 @@ pub fn generate(seed: u64) -> Conversation {
     let focus = rng.weighted(&[3, 1, 3, 3, 1]);
     let len = 1 + rng.below(14);
     let mut turns = Vec::with_capacity(len);
+    let mut episode: Vec<Planned> = Vec::new();
     for i in 0..len {
-        let input = if rng.chance(14) {
-            Input::Action(
+        if episode.is_empty() && rng.chance(9) {
+            episode = plan_episode(&mut rng);
+            episode.reverse();
+        }
+        let mut locale = None;
+        let mut correction = None;
+        let mut opens = None;
+        let input = match episode.pop() {
+            Some(Planned::Open(tool, text, pt_br)) => {
+                locale = Some(pt_br);
+                opens = Some(tool);
+                Input::Text(text.to_owned())
+            }
+            Some(Planned::Correct(text, pt_br, c)) => {
+                locale = Some(pt_br);
+                correction = Some(c);
+                Input::Text(text)
+            }
+            Some(Planned::Answer) => match rng.weighted(&[60, 15, 25]) {
+                0 => Input::Text((*rng.pick(PLAIN_AFFIRMATIONS)).to_owned()),
+                1 => Input::Action(ChannelAction::Confirm),
+                _ => Input::Text(text(&mut rng, focus).0),
+            },
+            None if rng.chance(14) => Input::Action(
                 [
                     ChannelAction::Confirm,
                     ChannelAction::Decline,
@@ -479,11 +699,16 @@ pub fn generate(seed: u64) -> Conversation {
                     ChannelAction::Handoff,
                     ChannelAction::End,
                 ][rng.weighted(&[45, 15, 15, 13, 12])],
-            )
-        } else if i == 0 && rng.chance(60) {
-            Input::Text((*rng.pick(OPENERS)).to_owned())
-        } else {
-            Input::Text(text(&mut rng, focus))
+            ),
+            None if i == 0 && rng.chance(60) => Input::Text((*rng.pick(OPENERS)).to_owned()),
+            None => {
+                let (text, meaning) = text(&mut rng, focus);
+                if let Some((pt_br, c)) = meaning {
+                    locale = Some(pt_br);
+                    correction = Some(c);
+                }
+                Input::Text(text)
+            }
         };
         let after_ms = match rng.weighted(&[90, 7, 3]) {
             0 => 1000,
@@ -491,9 +716,10 @@ pub fn generate(seed: u64) -> Conversation {
             // Past SESSION_TTL (30 min): ST-6 expiry on this turn.
             _ => 31 * 60 * 1000,
         };
-        turns.push(GenTurn {
+        let pt_br = rng.chance(30);
+        let mut turn = GenTurn {
             input,
-            pt_br: rng.chance(30),
+            pt_br: locale.unwrap_or(pt_br),
             after_ms,
             classifier: if stickiness || rng.chance(20) {
                 classifier(&mut rng)
@@ -510,7 +736,14 @@ pub fn generate(seed: u64) -> Conversation {
                 1 => Some(Crash::AtWriteAhead),
                 _ => Some(Crash::BeforeFinalSave),
             },
-        });
+            correction,
+        };
+        if let Some(tool) = opens {
+            let (agent, name, _, _, _) = TOOLS[tool];
+            turn.classifier = Some(json!({"decision": "ROUTE", "confidence": 0.97}));
+            turn.router = Some(json!({"agent": agent, "intent": name, "confidence": 0.97}));
+        }
+        turns.push(turn);
     }
     Conversation {
         seed,

@@ -261,6 +261,8 @@ pub fn play(c: &Conversation, catalog: &Catalog, rt: &tokio::runtime::Runtime) -
             at_ms: clock,
         };
         let mut trace = TurnTrace::new(i + 1);
+        trace.correction = g.correction.clone();
+        trace.after_ms = g.after_ms;
         match &g.input {
             Input::Text(t) => trace.text = Some(t.clone()),
             Input::Action(a) => trace.action = Some(a.as_str().to_owned()),

@@ -3,9 +3,12 @@
 //! Everything here is taken at the edges: the turn as sent, the replies and events as published
 //! (the final delivery's, the only one whose outbox a worker commits), the model components and
 //! tool endpoints as called (every delivery's: a call is a side effect even when the delivery
-//! crashed), and the checkpoint as stored, read as plain JSON.
+//! crashed), and the checkpoint as stored, read as plain JSON. The one thing not seen at an edge
+//! is what a correction message means, which the grammar that wrote it knows (MG-6).
 
 use serde_json::Value;
+
+use super::grammar::Correction;
 
 /// A tool endpoint call as the gateway saw it.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,6 +41,10 @@ pub struct TurnTrace {
     /// `Text(...)` or the action's name (`confirm`, `handoff`, ...).
     pub text: Option<String>,
     pub action: Option<String>,
+    /// What the text means when it was written as a correction (the grammar's oracle, MG-6).
+    pub correction: Option<Correction>,
+    /// The clock step before this turn, in milliseconds (the time since the previous turn).
+    pub after_ms: i64,
     /// The stored checkpoint before and after the turn, as JSON (`Null` when none yet).
     pub before: Value,
     pub after: Value,
@@ -62,6 +69,8 @@ impl TurnTrace {
             index,
             text: None,
             action: None,
+            correction: None,
+            after_ms: 1000,
             before: Value::Null,
             after: Value::Null,
             replies: Vec::new(),

@@ -80,6 +80,15 @@ pub fn render(c: &Conversation, name: &str, notes: &[String], expect: &Expectati
             }
             None => {}
         }
+        if let Some(c) = &t.correction {
+            let _ = writeln!(
+                y,
+                "# turn {}: written as a correction of {} to {} (MG-6)",
+                i + 1,
+                c.param,
+                c.value
+            );
+        }
     }
     let _ = writeln!(y, "name: {}", inline(&Value::String(name.to_owned())));
     let _ = writeln!(y, "settings:");
