@@ -6,10 +6,10 @@ use serde_json::Value;
 
 use crate::domain::locale::Locale;
 
+use super::filler::is_filler;
 use super::labels::Labels;
 use super::reader::{Candidate, Reader};
 use super::scan::literals;
-use super::filler::is_filler;
 use super::text::{overlaps, slice, words};
 use super::{Invalid, InvalidReason, ParameterKind};
 
@@ -94,7 +94,13 @@ pub fn extract(params: &[(&str, &ParameterKind)], text: &str, locale: Locale) ->
             labels: &[],
         })
         .collect();
-    read(&labelled, text, locale, Mode::Liberal, ClearOptions::default())
+    read(
+        &labelled,
+        text,
+        locale,
+        Mode::Liberal,
+        ClearOptions::default(),
+    )
 }
 
 /// [`extract`] with labels: a value introduced by its parameter's label is preferred to an
@@ -283,11 +289,12 @@ fn read(
     }
     // MG-4a: where a plain id form may fill without its label.
     let plain_id_ok = |i: usize, c: &Candidate| -> bool {
-        let asked = params
-            .get(i)
-            .is_some_and(|p| options.asked == Some(p.name));
+        let asked = params.get(i).is_some_and(|p| options.asked == Some(p.name));
         let alone = candidates.iter().enumerate().all(|(j, other)| {
-            j == i || !other.iter().any(|o| overlaps(std::slice::from_ref(&o.span), &c.span))
+            j == i
+                || !other
+                    .iter()
+                    .any(|o| overlaps(std::slice::from_ref(&o.span), &c.span))
         });
         mode == Mode::Clear && (asked || (options.correction && alone))
     };

@@ -28,12 +28,12 @@ use serde_json::Value;
 use crate::config::profiles::ModelProfile;
 use crate::domain::catalog::{Assistant, Catalog};
 use crate::domain::confirmation::{self, Confirmation};
-use crate::domain::transaction::TransactionStatus;
 use crate::domain::decision::{
     ClassifierDecision, InterpreterAct, InterpreterDecision, ModelAnswer, RouterDecision,
     SessionControl,
 };
 use crate::domain::effect::{ClassifierRequest, InterpreterRequest, RouterRequest};
+use crate::domain::transaction::TransactionStatus;
 use crate::model::http::ModelConfigError;
 
 pub use client::{EmbeddingsClient, EmbeddingsError};
@@ -300,8 +300,9 @@ pub fn interpret_from(
     // PR-6: a confirmation pending and a first clause that plainly refuses (`nope, let me check
     // with my wife first`, `melhor não, vou esperar`): a refusal, which is always safe.
     let awaiting = request.transaction.status == TransactionStatus::AwaitingConfirmation;
-    if awaiting && first_clause(&request.message).and_then(confirmation::recognise)
-        == Some(Confirmation::Deny)
+    if awaiting
+        && first_clause(&request.message).and_then(confirmation::recognise)
+            == Some(Confirmation::Deny)
     {
         return InterpreterDecision {
             act: InterpreterAct::Deny,
@@ -333,10 +334,10 @@ pub fn interpret_from(
     let answer_word = answer.is_some();
     let read_as_other = answer_word
         || match top {
-        Label::Cancel | Label::HumanHandoff | Label::EndSession | Label::Topic { .. } => true,
-        Label::Tool(t) => t != active_tool,
-        Label::OutOfScope => false,
-    };
+            Label::Cancel | Label::HumanHandoff | Label::EndSession | Label::Topic { .. } => true,
+            Label::Tool(t) => t != active_tool,
+            Label::OutOfScope => false,
+        };
     match free_text {
         Some(param) if !read_as_other && !request.message.trim().is_empty() => {
             InterpreterDecision {
