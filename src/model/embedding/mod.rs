@@ -199,13 +199,9 @@ pub fn classify_from(
             Label::HumanHandoff => 2,
             Label::EndSession => 3,
             Label::Cancel if active_agent.is_some() => 0,
-            Label::Tool(t) if active_tool.is_some() => {
-                if Some(t.as_str()) == active_tool {
-                    0
-                } else {
-                    1
-                }
-            }
+            // While a transaction is active: its own tool continues, any other routes.
+            Label::Tool(t) if Some(t.as_str()) == active_tool => 0,
+            Label::Tool(_) if active_tool.is_some() => 1,
             Label::Tool(t) if active_agent.is_some() && agent_of(assistant, t) == active_agent => 0,
             _ => 1,
         };
