@@ -160,12 +160,12 @@ fn asks_parameter_names_the_first_missing_parameter() {
 #[test]
 fn an_explained_invalid_value_asks_again_though_nothing_changed() {
     let collecting = address(COLLECTING, json!({}), &["zip_code"]);
-    let invalid =
-        "\"abc\" is not a valid ZIP code (CEP). Please send it again, for example: 01310-100.";
+    let invalid = "\"abc\" is not a valid ZIP code (CEP): 8 digits, like 01310-100. Please send \
+                   it again.";
     let f = facts(Some(&collecting), Some(&collecting), &[], invalid);
     assert_eq!(class(&f), OutcomeClass::AsksParameter);
     let awaiting = address(AWAITING, json!({"zip_code": "01310-100"}), &[]);
-    let exhausted = "I still could not get a valid house number. It should look like this: 120. \
+    let exhausted = "I still could not get a valid house number: a whole number, like 120. \
                      Please check it and send it again, or ask to talk to a person.";
     let f = facts(Some(&awaiting), Some(&awaiting), &[], exhausted);
     assert_eq!(class(&f), OutcomeClass::AsksConfirmation);
@@ -328,14 +328,14 @@ fn changed_means_started_ended_replaced_or_other_arguments_or_status() {
 fn message_shown_finds_every_literal_piece_in_order() {
     let m = en();
     let rendered =
-        "\"01310\" is not a valid ZIP code (CEP). Please send it again, for example: 01310-100.";
+        "\"01310\" is not a valid ZIP code (CEP): 8 digits, like 01310-100. Please send it again.";
     assert!(message_shown(rendered, &m.invalid_value));
     assert!(message_shown(
         &format!("Hmm.\n{rendered}\nThanks"),
         &m.invalid_value
     ));
     assert!(!message_shown(
-        "Please send it again, for example: 1. \"x\" is not a valid y",
+        "Please send it again. \"x\" is not a valid y: z",
         &m.invalid_value
     ));
     assert!(!message_shown("is not a valid", &m.invalid_value));
@@ -345,7 +345,7 @@ fn message_shown_finds_every_literal_piece_in_order() {
     );
     let pt = default_messages(Locale::PtBr);
     assert!(message_shown(
-        "\"7\" não é um valor válido para CEP. Por favor, envie novamente, por exemplo: 01310-100.",
+        "\"7\" não é válido para o CEP: 8 dígitos, como 01310-100. Por favor, envie novamente.",
         &pt.invalid_value
     ));
     assert!(shows_any(&m.clarify, &m, CLARIFICATION_MESSAGES));
