@@ -3,18 +3,34 @@
 # when they are not running, checks that the product compiles without the test harness, runs
 # every Rust test with it (`--features harness`: unit, property, integration against the real
 # services), then every conversation scenario in process and end to end through the worker, then
-# the offline deploy checks (chart, alerts, dashboard, AsyncAPI) and the supply-chain check.
-# Stops the services at the end only if it started them.
+# the whole-conversation eval against the floors below (with the embeddings server; skipped when
+# EMBEDDINGS_ENABLED=0), then the offline deploy checks (chart, alerts, dashboard, AsyncAPI) and the
+# supply-chain check. Stops the services at the end only if it started them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Floors of the whole-conversation eval (`turnstile eval conversations`, every conversation of
+# tests/data/conversations/, strict figures; docs/decision-quality.md "Whole conversations"):
+# the suite fails when turn accuracy or conversation success falls below its floor, or when more
+# turns than MAX_UNSAFE are unsafe.
+MIN_TURN_ACCURACY=0.75
+MIN_CONVERSATION_SUCCESS=0.45
+MAX_UNSAFE=6
+
 started=0
+tools_pid=""
+cleanup() {
+  if [ -n "$tools_pid" ]; then
+    kill -TERM "$tools_pid" 2>/dev/null || true
+    wait "$tools_pid" 2>/dev/null || true
+  fi
+  if [ "$started" = 1 ]; then bash scripts/services.sh down || true; fi
+}
+trap cleanup EXIT
 if ! bash scripts/services.sh status >/dev/null 2>&1; then
   bash scripts/services.sh up
   started=1
 fi
-cleanup() { if [ "$started" = 1 ]; then bash scripts/services.sh down || true; fi; }
-trap cleanup EXIT
 eval "$(bash scripts/services.sh env)"
 
 examples=../shared/spec/examples
@@ -38,6 +54,53 @@ echo "== scenarios, in process"
 ./target/debug/turnstile scenarios "${paths[@]}"
 echo "== scenarios, end to end (Kafka + CQL + HTTP model and tools)"
 ./target/debug/turnstile scenarios --e2e "${paths[@]}"
+echo "== whole conversations (eval conversations: embeddings profiles, a fresh example tool service)"
+if [ "${EMBEDDINGS_ENABLED:-1}" = 0 ]; then
+  echo "skipped: the embeddings server is disabled (EMBEDDINGS_ENABLED=0), and the eval's embeddings profiles need it"
+else
+  # A fresh example tool service on a free port (it remembers cancelled orders while it runs, so
+  # figures are comparable only against a fresh one); the EXIT trap stops it.
+  tools_log=.cache/services/run/logs/eval_tool_service.log
+  mkdir -p "$(dirname "$tools_log")"
+  : >"$tools_log"
+  python3 examples/tool_service/tool_service.py --host 127.0.0.1 --port 0 2>>"$tools_log" &
+  tools_pid=$!
+  tools_port=""
+  for _ in $(seq 100); do
+    tools_port=$(sed -n 's|^tool_service: listening on http://127\.0\.0\.1:\([0-9][0-9]*\).*|\1|p' "$tools_log")
+    [ -n "$tools_port" ] && break
+    kill -0 "$tools_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [ -z "$tools_port" ]; then
+    tail -n 20 "$tools_log" >&2
+    echo "ERROR: the example tool service did not start (log: $tools_log)" >&2
+    exit 1
+  fi
+  echo "example tool service on http://127.0.0.1:$tools_port (pid $tools_pid, log $tools_log)"
+  # The full report (figures, then every failed conversation's transcript) goes to a file; the
+  # log shows the figures, then what the eval said on stderr (exit 1: each floor not met; 64 / 69:
+  # why it could not run).
+  report=target/eval-conversations.txt
+  eval_rc=0
+  ./target/debug/turnstile eval conversations --config config/agents.example.yaml \
+    --embeddings-base-url "$EMBEDDINGS_BASE_URL" --embeddings-cache-dir .cache/embeddings \
+    --tools-base-url "http://127.0.0.1:$tools_port" \
+    --min-turn-accuracy "$MIN_TURN_ACCURACY" --min-conversation-success "$MIN_CONVERSATION_SUCCESS" \
+    --max-unsafe "$MAX_UNSAFE" \
+    tests/data/conversations/dev.en.jsonl tests/data/conversations/dev.pt-br.jsonl \
+    >"$report" 2>"$report.stderr" || eval_rc=$?
+  awk '/^FAILED /{exit} {print}' "$report"
+  cat "$report.stderr" >&2
+  echo "(floors: turn accuracy >= $MIN_TURN_ACCURACY, conversation success >= $MIN_CONVERSATION_SUCCESS, unsafe turns <= $MAX_UNSAFE; failed conversations' transcripts: $report)"
+  kill -TERM "$tools_pid" 2>/dev/null || true
+  wait "$tools_pid" 2>/dev/null || true
+  tools_pid=""
+  if [ "$eval_rc" != 0 ]; then
+    echo "ERROR: the whole-conversation eval failed (exit $eval_rc; 1: a floor not met, named above)" >&2
+    exit "$eval_rc"
+  fi
+fi
 echo "== deploy: Helm chart against Kubernetes and CRD schemas, alerts and dashboard (promtool, metric catalogue), AsyncAPI"
 bash scripts/check-deploy.sh
 echo "== supply chain: licences, bans, sources, advisories (offline RustSec snapshot)"

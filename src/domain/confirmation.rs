@@ -561,6 +561,12 @@ const LEXICON: &[(&str, Kind)] = &[
     ("duvido", Uncertain),
 ];
 
+/// The lexicon's phrases, folded, in their listed order (for checks that compare them with
+/// other texts, e.g. `tests/conversations_overlap.rs`).
+pub fn lexicon_phrases() -> impl Iterator<Item = &'static str> {
+    LEXICON.iter().map(|(phrase, _)| *phrase)
+}
+
 fn lexicon() -> &'static (HashMap<&'static str, Kind>, usize) {
     static LOOKUP: OnceLock<(HashMap<&'static str, Kind>, usize)> = OnceLock::new();
     LOOKUP.get_or_init(|| {

@@ -261,7 +261,12 @@ impl Run<'_> {
                     .flat_map(|title| title.split_whitespace())
                     .filter(|w| w.chars().count() >= 4)
                     .map(str::to_owned);
-                t.action_verbs.values().flatten().cloned().chain(title_words).collect()
+                t.action_verbs
+                    .values()
+                    .flatten()
+                    .cloned()
+                    .chain(title_words)
+                    .collect()
             })
             .unwrap_or_default();
         confirmation::recognise_with(text, &verbs)
@@ -274,7 +279,11 @@ impl Run<'_> {
             Some(t) => &self.assistant.tools.get(&t)?.questions,
             None => &self.assistant.conversation,
         };
-        let reply = topics.iter().find(|q| q.name == topic)?.reply.get(self.turn.locale);
+        let reply = topics
+            .iter()
+            .find(|q| q.name == topic)?
+            .reply
+            .get(self.turn.locale);
         Some(reply.to_owned()).filter(|r| !r.is_empty())
     }
 

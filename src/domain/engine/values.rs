@@ -56,10 +56,9 @@ impl Run<'_> {
         });
         // MG-4: a rejected value for a pending parameter, or a clear attempt at correcting a
         // collected one, is explained, even when other values of the same message were merged.
-        let rejected = reading
-            .rejected
-            .into_iter()
-            .find(|r| pending.contains(&r.name) || (reading.whole && collected.contains_key(&r.name)));
+        let rejected = reading.rejected.into_iter().find(|r| {
+            pending.contains(&r.name) || (reading.whole && collected.contains_key(&r.name))
+        });
         if !settles && rejected.is_none() {
             return Ok(false);
         }
@@ -99,14 +98,22 @@ impl Run<'_> {
                 && tx.missing_parameters.contains(&p.name)
         })?;
         let mut known: std::collections::HashSet<String> = std::collections::HashSet::new();
-        let conversation = self.assistant.conversation.iter().flat_map(|t| t.examples.values());
+        let conversation = self
+            .assistant
+            .conversation
+            .iter()
+            .flat_map(|t| t.examples.values());
         let phrases = tool
             .examples
             .values()
             .chain(conversation)
             .flatten()
             .chain([&tool.title.en, &tool.title.pt_br])
-            .chain(tool.parameters.iter().flat_map(|p| [&p.label.en, &p.label.pt_br]));
+            .chain(
+                tool.parameters
+                    .iter()
+                    .flat_map(|p| [&p.label.en, &p.label.pt_br]),
+            );
         for phrase in phrases {
             known.extend(parameter::content_words(phrase, &[]));
         }
@@ -118,7 +125,9 @@ impl Run<'_> {
         if news < 2 || words.len() < 3 || crate::domain::confirmation::recognise(text).is_some() {
             return None;
         }
-        let value = param.kind.validate(&Value::String(text.trim().to_owned()), self.turn.locale);
+        let value = param
+            .kind
+            .validate(&Value::String(text.trim().to_owned()), self.turn.locale);
         value.ok().map(|v| (param.name.clone(), v))
     }
 
@@ -127,7 +136,11 @@ impl Run<'_> {
     /// missing one, which `ask_parameters` names first).
     fn typed_reading(&self, text: &str) -> Option<parameter::Extraction> {
         let tool = self.active_tool()?;
-        let asked = self.active()?.missing_parameters.first().map(String::as_str);
+        let asked = self
+            .active()?
+            .missing_parameters
+            .first()
+            .map(String::as_str);
         let options = parameter::ClearOptions {
             asked,
             correction: true,

@@ -6,10 +6,10 @@ use serde_json::Value;
 
 use crate::domain::locale::Locale;
 
+use super::filler::is_filler;
 use super::labels::Labels;
 use super::reader::{Candidate, Reader};
 use super::scan::literals;
-use super::filler::is_filler;
 use super::text::{overlaps, slice, words};
 use super::{Invalid, InvalidReason, ParameterKind};
 
@@ -94,7 +94,13 @@ pub fn extract(params: &[(&str, &ParameterKind)], text: &str, locale: Locale) ->
             labels: &[],
         })
         .collect();
-    read(&labelled, text, locale, Mode::Liberal, ClearOptions::default())
+    read(
+        &labelled,
+        text,
+        locale,
+        Mode::Liberal,
+        ClearOptions::default(),
+    )
 }
 
 /// [`extract`] with labels: a value introduced by its parameter's label is preferred to an
@@ -183,11 +189,7 @@ fn negated_spans(reader: &Reader<'_>, candidates: &[Vec<Candidate>]) -> Vec<Rang
 }
 
 /// The clause (between `,` `;` `.` `!` `?` outside `removed`) that holds every span in `spans`.
-fn clause_of(
-    text: &str,
-    removed: &[Range<usize>],
-    spans: &[Range<usize>],
-) -> Option<Range<usize>> {
+fn clause_of(text: &str, removed: &[Range<usize>], spans: &[Range<usize>]) -> Option<Range<usize>> {
     let first = spans.iter().map(|s| s.start).min()?;
     let last = spans.iter().map(|s| s.end).max()?;
     let breaks: Vec<usize> = text
@@ -197,8 +199,16 @@ fn clause_of(
         })
         .map(|(i, _)| i)
         .collect();
-    let start = breaks.iter().rev().find(|b| **b < first).map_or(0, |b| b + 1);
-    let end = breaks.iter().find(|b| **b >= last).copied().unwrap_or(text.len());
+    let start = breaks
+        .iter()
+        .rev()
+        .find(|b| **b < first)
+        .map_or(0, |b| b + 1);
+    let end = breaks
+        .iter()
+        .find(|b| **b >= last)
+        .copied()
+        .unwrap_or(text.len());
     let inside = breaks.iter().all(|b| *b < first || *b >= last);
     inside.then_some(start..end)
 }
@@ -304,11 +314,12 @@ fn read(
     }
     // MG-4a: where a plain id form may fill without its label.
     let plain_id_ok = |i: usize, c: &Candidate| -> bool {
-        let asked = params
-            .get(i)
-            .is_some_and(|p| options.asked == Some(p.name));
+        let asked = params.get(i).is_some_and(|p| options.asked == Some(p.name));
         let alone = candidates.iter().enumerate().all(|(j, other)| {
-            j == i || !other.iter().any(|o| overlaps(std::slice::from_ref(&o.span), &c.span))
+            j == i
+                || !other
+                    .iter()
+                    .any(|o| overlaps(std::slice::from_ref(&o.span), &c.span))
         });
         mode == Mode::Clear && (asked || (options.correction && alone))
     };

@@ -57,7 +57,11 @@ impl Reader<'_> {
 
     /// Whether every word outside `removed` is filler (PR-1 (a)).
     /// Whether every word inside `clause` and outside `removed` is filler or a correction marker.
-    pub(super) fn only_filler_within(&self, clause: &Range<usize>, removed: &[Range<usize>]) -> bool {
+    pub(super) fn only_filler_within(
+        &self,
+        clause: &Range<usize>,
+        removed: &[Range<usize>],
+    ) -> bool {
         let rest: Vec<&str> = self
             .words
             .iter()

@@ -28,7 +28,10 @@ pub enum Label {
     OutOfScope,
     /// Not a request: a question about a tool (`tool` set, PR-3a) or a conversational intent
     /// (SC-9), answered with its configured text.
-    Topic { tool: Option<String>, name: String },
+    Topic {
+        tool: Option<String>,
+        name: String,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]

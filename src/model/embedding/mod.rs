@@ -28,12 +28,12 @@ use serde_json::Value;
 use crate::config::profiles::ModelProfile;
 use crate::domain::catalog::{Assistant, Catalog};
 use crate::domain::confirmation::{self, Confirmation};
-use crate::domain::transaction::TransactionStatus;
 use crate::domain::decision::{
     ClassifierDecision, InterpreterAct, InterpreterDecision, ModelAnswer, RouterDecision,
     SessionControl,
 };
 use crate::domain::effect::{ClassifierRequest, InterpreterRequest, RouterRequest};
+use crate::domain::transaction::TransactionStatus;
 use crate::model::http::ModelConfigError;
 
 pub use client::{EmbeddingsClient, EmbeddingsError};
@@ -199,13 +199,9 @@ pub fn classify_from(
             Label::HumanHandoff => 2,
             Label::EndSession => 3,
             Label::Cancel if active_agent.is_some() => 0,
-            Label::Tool(t) if active_tool.is_some() => {
-                if Some(t.as_str()) == active_tool {
-                    0
-                } else {
-                    1
-                }
-            }
+            // While a transaction is active: its own tool continues, any other routes.
+            Label::Tool(t) if Some(t.as_str()) == active_tool => 0,
+            Label::Tool(_) if active_tool.is_some() => 1,
             Label::Tool(t) if active_agent.is_some() && agent_of(assistant, t) == active_agent => 0,
             _ => 1,
         };
@@ -310,8 +306,9 @@ pub fn interpret_from(
     // PR-6: a confirmation pending and a first clause that plainly refuses (`nope, let me check
     // with my wife first`, `melhor não, vou esperar`): a refusal, which is always safe.
     let awaiting = request.transaction.status == TransactionStatus::AwaitingConfirmation;
-    if awaiting && first_clause(&request.message).and_then(confirmation::recognise)
-        == Some(Confirmation::Deny)
+    if awaiting
+        && first_clause(&request.message).and_then(confirmation::recognise)
+            == Some(Confirmation::Deny)
     {
         return InterpreterDecision {
             act: InterpreterAct::Deny,
@@ -334,9 +331,8 @@ pub fn interpret_from(
     });
     // The free-text parameter is the one asked for: a description is its answer unless it is
     // read as a session decision, or as another request or topic with confidence.
-    let asked = free_text.is_some_and(|p| {
-        request.transaction.missing_parameters.first() == Some(&p.name)
-    });
+    let asked =
+        free_text.is_some_and(|p| request.transaction.missing_parameters.first() == Some(&p.name));
     let other = |label: &Label, p: f32| match label {
         Label::Cancel | Label::HumanHandoff | Label::EndSession => true,
         Label::Tool(t) if t == active_tool => false,
