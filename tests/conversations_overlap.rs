@@ -12,11 +12,14 @@
 //!   a conversation whose id is in the test part (`turnstile::eval::conversations::is_test_part`:
 //!   FNV-1a 64 of the id, mod 3 == 0), in every `tests/data/conversations/*.jsonl`. A turn is
 //!   taken whole: a message of two sentences is one test sentence.
-//! - *Shared* = |E ∩ S| / |E|, E the entry's word set and S the test sentence's.
+//! - *Shared* = |E ∩ S| / max(|E|, |S|), E the entry's word set and S the test sentence's: the
+//!   share of the longer one's words that both have, so a near-copy of a sentence offends while
+//!   a short generic request inside a long message (`cancel my order` in `hi, cancel my order,
+//!   it never shipped and I'm tired of waiting`) does not.
 //! - An entry counts only when E has at least 3 words: one- and two-word entries (`yes`,
 //!   `pode sim`, `cancel it`) are unavoidably in customers' answers.
 //! - A pair (entry, test sentence) *offends* when shared >= 0.8 (compared exactly, as
-//!   `5 * |E ∩ S| >= 4 * |E|`).
+//!   `5 * |E ∩ S| >= 4 * max(|E|, |S|)`).
 //!
 //! **The entries.** Every list of example texts the configuration loader
 //! (`turnstile::config::agents::load_catalog`) gives for `config/agents.example.yaml`, of every
@@ -124,12 +127,13 @@ fn words(text: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// `(|E ∩ S|, |E|)` when E has at least [`MIN_WORDS`] words and shares 80 % or more with S.
+/// `(|E ∩ S|, max(|E|, |S|))` when E has at least [`MIN_WORDS`] words and shares 80 % or more
+/// of the longer of the two word sets.
 fn offends(entry: &BTreeSet<String>, sentence: &BTreeSet<String>) -> Option<(usize, usize)> {
-    let of = entry.len();
-    if of < MIN_WORDS {
+    if entry.len() < MIN_WORDS {
         return None;
     }
+    let of = entry.len().max(sentence.len());
     let shared = entry.intersection(sentence).count();
     (5 * shared >= 4 * of).then_some((shared, of))
 }
@@ -411,7 +415,16 @@ fn the_measure_folds_splits_and_needs_three_words() {
     );
     assert_eq!(
         offends(&e, &words("pls cancel my order, please!")),
-        Some((4, 4))
+        Some((4, 5)),
+        "4 of the longer one's 5 = 80 %"
+    );
+    assert_eq!(
+        offends(
+            &e,
+            &words("hi, please cancel my order, it never shipped and I am tired")
+        ),
+        None,
+        "a short entry inside a long message is no copy of it"
     );
     assert_eq!(
         offends(

@@ -175,6 +175,17 @@ const LEXICON: &[(&str, Kind)] = &[
     ("accept", TRUE),
     ("agreed", TRUE),
     ("agree", TRUE),
+    // Statements that the offer is what the customer wants: judgements, so a negator flips
+    // them (`that's not what i want`, `i don't like that`).
+    ("what i want", TRUE),
+    ("what i wanted", TRUE),
+    ("what i need", TRUE),
+    ("like that", TRUE),
+    ("i'd like that", TRUE),
+    ("i would like that", TRUE),
+    ("how it is", TRUE),
+    ("do like that", TRUE),
+    ("i'd", Filler),
     ("fine", TRUE),
     ("good", TRUE),
     ("great", TRUE),
@@ -253,6 +264,8 @@ const LEXICON: &[(&str, Kind)] = &[
     ("very", MILD),
     ("very much", MILD),
     ("really", MILD),
+    ("alot", MILD),
+    ("a lot", MILD),
     ("truly", MILD),
     ("completely", MILD),
     ("entirely", MILD),
@@ -476,6 +489,9 @@ const LEXICON: &[(&str, Kind)] = &[
     ("aprovado", TRUE),
     ("isso", TRUE),
     ("isso mesmo", TRUE),
+    ("isso que eu quero", TRUE),
+    ("e isso que eu quero", TRUE),
+    ("era isso que eu queria", TRUE),
     ("isso ai", TRUE),
     // `isso é`, `isso está`: the pronoun before a judgement (`isso está errado`).
     ("isso e", Filler),
@@ -1135,5 +1151,49 @@ mod tests {
             // PR-6 (amended): `not correct`, `não está certo`.
             prop_assert_eq!(recognise(&format!("{negator} {judgement}")), Some(Confirmation::Deny));
         }
+    }
+
+    // PR-6 (amended): a statement that the offer is what the customer wants is a judgement, so
+    // a negator flips it.
+    #[test]
+    fn wishes_are_judgements_a_negator_flips() {
+        all(
+            &[
+                "yes, that's what i want",
+                "yeah that's what i want",
+                "yes i do like that",
+                "yes, i'd really like that alot",
+                "yeah, that's how it is",
+                "é isso que eu quero",
+            ],
+            Some(Confirmation::Affirm),
+        );
+        all(
+            &["that's not what i want!", "i don't like that, no"],
+            Some(Confirmation::Deny),
+        );
+    }
+
+    // PR-6: the pending tool's verbs confirm beside an affirmation, decline negated, and decide
+    // nothing alone or beside a negation.
+    #[test]
+    fn action_verbs_need_an_affirmation() {
+        let verbs = [
+            "change".to_string(),
+            "trocar".to_string(),
+            "cancel it".to_string(),
+        ];
+        let with = |t: &str| recognise_with(t, &verbs);
+        assert_eq!(with("sure, change it"), Some(Confirmation::Affirm));
+        assert_eq!(with("pode trocar"), Some(Confirmation::Affirm));
+        assert_eq!(with("yes, cancel it please"), Some(Confirmation::Affirm));
+        assert_eq!(with("don't change it"), Some(Confirmation::Deny));
+        assert_eq!(with("change it"), None);
+        assert_eq!(with("no, change it"), None);
+        assert_eq!(
+            recognise("sure, change it"),
+            None,
+            "without the verbs: undecided"
+        );
     }
 }
