@@ -33,8 +33,9 @@
 //! - Bare `right` (a clause starting with it), `cancel` and `stop` decide nothing: they are
 //!   ambiguous between an answer and a new request. `right` counts after another word of its
 //!   clause (`that's right`, `exactly right`).
-//! - Statements of wish (`that is exactly what i want`) are left to the order of evaluation:
-//!   the interpreter reads them, and its `affirm` only asks again.
+//! - A statement that the offer is what the customer wants (`that's what i want`, `i'd like
+//!   that`, `é isso que eu quero`) is an affirming judgement, and a negator flips it (`that's
+//!   not what i want`); any wish beyond those phrases is left to the order of evaluation.
 //! - `pode ser` is uncertainty (it means "could be" as often as "fine"); `tá` alone is filler.
 //! - Emoji, digits or any symbol outside ordinary punctuation leave the message undecided.
 //! - One lexicon serves both locales: customers mix them (`ok`, `yes` in pt-BR chats), and no
