@@ -119,6 +119,7 @@ fn route_request(message: &str) -> RouterRequest {
         assistant: "shop-bot".into(),
         active_agent: None,
         active_transaction: None,
+        after_cancel: false,
     }
 }
 

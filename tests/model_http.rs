@@ -275,6 +275,7 @@ fn golden_chat_request_bodies() {
         assistant: "retail-bot".into(),
         active_agent: None,
         active_transaction: None,
+        after_cancel: false,
     };
     let router_profile = profiles.get(&assistant.router_profile).expect("profile");
     check_golden(
@@ -392,6 +393,7 @@ async fn router_and_interpreter_requests_on_the_wire() {
                 assistant: "retail-bot".into(),
                 active_agent: None,
                 active_transaction: None,
+                after_cancel: false,
             },
             ctx("w2"),
         )

@@ -253,6 +253,7 @@ async fn run_clinc150(args: Clinc150Args) -> u8 {
                 assistant: bench::ASSISTANT.to_owned(),
                 active_agent: None,
                 active_transaction: None,
+                after_cancel: false,
             };
             match model.route(&request).await {
                 Ok(RouterDecision::Route {

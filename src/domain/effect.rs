@@ -47,6 +47,11 @@ pub struct RouterRequest {
     pub assistant: String,
     pub active_agent: Option<String>,
     pub active_transaction: Option<TransactionSummary>,
+    /// PR-2: this same message just cancelled the transaction (`nah forget it`) and the router
+    /// is asked whether it also carries a new request: the abandonment the message expresses is
+    /// then no request for a tool.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub after_cancel: bool,
 }
 
 /// A pending or collected parameter as the interpreter sees it.

@@ -128,6 +128,7 @@ where
                     assistant: turn.identity.agent_id.clone(),
                     active_agent: c.active_agent.clone(),
                     active_transaction: c.active_transaction.clone(),
+                    after_cancel: false,
                 };
                 let spec_ctx = CallContext {
                     speculative: true,

@@ -98,6 +98,7 @@ impl Run<'_> {
             assistant: self.assistant.agent_id.clone(),
             active_agent: self.state.active_agent.clone(),
             active_transaction: self.summary(),
+            after_cancel: cancelled.is_some(),
         };
         let answer = match self.ask(Request::Route(request)).await {
             Answer::Router(a) => a,
@@ -169,25 +170,35 @@ impl Run<'_> {
                     arguments,
                 },
                 None,
-            ) => {
-                self.set_route(&agent, tool.clone());
-                self.state.active_agent = Some(agent.clone());
-                match tool {
-                    Some(tool) if self.assistant.offers(&self.turn.identity.tenant_id, &tool) => {
-                        Box::pin(self.open(&agent, &tool, arguments, text)).await
-                    }
-                    Some(tool) => {
-                        // LC-1: a tool not offered to this tenant ends OUT_OF_SCOPE.
-                        self.open_bare(&agent, &tool)?;
-                        self.terminate(TransactionStatus::OutOfScope, reason::NOT_OFFERED)?;
-                        self.say_not_offered(&tool);
-                        Ok(())
-                    }
-                    None => {
-                        self.say_routed(&agent);
-                        Ok(())
-                    }
-                }
+            ) => Box::pin(self.route_fresh(text, agent, tool, arguments)).await,
+        }
+    }
+
+    /// Step 6 with no transaction in flight: open the tool the router named, or say what the
+    /// agent can do.
+    async fn route_fresh(
+        &mut self,
+        text: &str,
+        agent: String,
+        tool: Option<String>,
+        arguments: BTreeMap<String, Value>,
+    ) -> Flowing<()> {
+        self.set_route(&agent, tool.clone());
+        self.state.active_agent = Some(agent.clone());
+        match tool {
+            Some(tool) if self.assistant.offers(&self.turn.identity.tenant_id, &tool) => {
+                Box::pin(self.open(&agent, &tool, arguments, text)).await
+            }
+            Some(tool) => {
+                // LC-1: a tool not offered to this tenant ends OUT_OF_SCOPE.
+                self.open_bare(&agent, &tool)?;
+                self.terminate(TransactionStatus::OutOfScope, reason::NOT_OFFERED)?;
+                self.say_not_offered(&tool);
+                Ok(())
+            }
+            None => {
+                self.say_routed(&agent);
+                Ok(())
             }
         }
     }

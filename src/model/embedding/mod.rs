@@ -142,7 +142,7 @@ impl EmbeddingModel {
         Ok(route_from(
             &index.rank(&x),
             self.catalog.assistant(&request.assistant),
-            request.active_transaction.is_some(),
+            request.active_transaction.is_some() || request.after_cancel,
         ))
     }
 
