@@ -126,7 +126,7 @@ fn script_text(args: &Args, c: usize, t: usize) -> ScriptText {
                     )
                 }
             }
-            2 => s("PED-1001", false, false, "interrupted: fill"),
+            2 => s("PED-1001", true, false, "interrupted: fill"),
             _ => s("yes", false, false, "interrupted: confirm"),
         }
     } else {
@@ -165,17 +165,18 @@ pub struct Plan {
 }
 
 pub fn plan(args: &Args, c: usize, t: usize) -> Plan {
-    use Skill::{Classifier, Interpreter, Router};
+    use Skill::{Classifier, Router};
     use Step::{Execute, Model, PreValidate, WriteAhead};
     // Measured (the worker phase's row of the I/O table): the typed fill pre-validates, the
     // confirmation executes without pre-validating again; in an interrupting conversation the
     // interrupt's order number fills the pending cancellation (so it pre-validates), and the
-    // untyped fill that follows goes to the classifier, the router and the interpreter.
+    // order number that follows corrects it at the confirmation (MG-6: typed, no model call,
+    // pre-validated again).
     let (steps, events): (&'static [Step], u32) = if interrupting(args, c) {
         match t % 4 {
             0 => (&[Model(Classifier), Model(Router)], 1),
             1 => (&[PreValidate], 0),
-            2 => (&[Model(Classifier), Model(Router), Model(Interpreter)], 0),
+            2 => (&[PreValidate], 0),
             _ => (&[WriteAhead, Execute], 1),
         }
     } else {
