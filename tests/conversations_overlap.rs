@@ -4,10 +4,10 @@
 //! the texts the decisions were tuned with.
 //!
 //! **The measure.**
-//! - The *words* of a text: lowercased, accents folded (`á` → `a`, `ç` → `c`, combining marks
-//!   dropped), split on every character that is not alphanumeric (Rust's `char::is_alphanumeric`,
-//!   so `PED-1001` is `ped` `1001` and `that's` is `that` `s`); empty pieces dropped; a set
-//!   (a repeated word counts once).
+//! - The *words* of a text: `turnstile::domain::parameter::folded_words`, the folding every
+//!   reader of the engine compares words with — lowercased, accents folded (`á` → `a`, `ç` → `c`,
+//!   combining marks dropped), split on every character that is not alphanumeric (`PED-1001` is
+//!   `ped` `1001`, `that's` is `that` `s`); taken as a set (a repeated word counts once).
 //! - A *test sentence*: the `text` of one customer turn (turns given as an `action` have none) of
 //!   a conversation whose id is in the test part (`turnstile::eval::conversations::is_test_part`:
 //!   FNV-1a 64 of the id, mod 3 == 0), in every `tests/data/conversations/*.jsonl`. A turn is
@@ -41,8 +41,8 @@ use turnstile::config::agents::load_catalog;
 use turnstile::domain::catalog::{Assistant, Catalog, Examples, SessionExamples, Tool, Topic};
 use turnstile::domain::confirmation::lexicon_phrases;
 use turnstile::domain::parameter::{
-    CORRECTION_MARKERS, FILLER_ARTICLES, FILLER_CONJUNCTIONS, FILLER_DISCOURSE, FILLER_PHRASES,
-    FILLER_POLITENESS, FILLER_PRONOUNS, FILLER_TO_BE,
+    folded_words, CORRECTION_MARKERS, FILLER_ARTICLES, FILLER_CONJUNCTIONS, FILLER_DISCOURSE,
+    FILLER_PHRASES, FILLER_POLITENESS, FILLER_PRONOUNS, FILLER_TO_BE,
 };
 use turnstile::domain::turn::TurnInput;
 use turnstile::eval::conversations::{is_test_part, parse_conversations};
@@ -97,34 +97,9 @@ impl std::fmt::Display for Offence {
 
 // ---- the measure ------------------------------------------------------------------------------
 
-fn strip_accent(c: char) -> char {
-    match c {
-        'à' | 'á' | 'â' | 'ã' | 'ä' | 'å' | 'ā' | 'ă' | 'ą' => 'a',
-        'ç' | 'ć' | 'č' => 'c',
-        'è' | 'é' | 'ê' | 'ë' | 'ē' | 'ė' | 'ę' | 'ě' => 'e',
-        'ì' | 'í' | 'î' | 'ï' | 'ī' | 'į' => 'i',
-        'ñ' | 'ń' | 'ň' => 'n',
-        'ò' | 'ó' | 'ô' | 'õ' | 'ö' | 'ø' | 'ō' | 'ő' => 'o',
-        'ù' | 'ú' | 'û' | 'ü' | 'ū' | 'ů' | 'ű' => 'u',
-        'ý' | 'ÿ' => 'y',
-        other => other,
-    }
-}
-
 /// The word set of `text` (see the module doc).
 fn words(text: &str) -> BTreeSet<String> {
-    let mut folded = String::with_capacity(text.len());
-    for c in text.chars().flat_map(char::to_lowercase) {
-        if ('\u{300}'..='\u{36f}').contains(&c) {
-            continue; // a combining accent: folded away, not a separator
-        }
-        folded.push(strip_accent(c));
-    }
-    folded
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_owned)
-        .collect()
+    folded_words(text).into_iter().collect()
 }
 
 /// `(|E ∩ S|, max(|E|, |S|))` when E has at least [`MIN_WORDS`] words and shares 80 % or more

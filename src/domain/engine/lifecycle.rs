@@ -59,8 +59,13 @@ impl Run<'_> {
     ) -> Flowing<()> {
         self.open_bare(agent, tool)?;
         let (valid, invalid) = self.validate_values(&arguments);
-        let (mut valid, invalid) = self.with_typed_reading(text, valid, invalid);
-        let spans = self.typed_spans(text);
+        // One typed reading serves the merge and the free-text reading (MG-5).
+        let reading = self.typed_reading(text);
+        let spans: Vec<_> = reading
+            .iter()
+            .flat_map(|r| r.values.iter().map(|v| v.span.clone()))
+            .collect();
+        let (mut valid, invalid) = super::values::merge_reading(reading, valid, invalid);
         if let Some((name, value)) = self.free_text_reading(text, &spans) {
             valid.entry(name).or_insert(value);
         }

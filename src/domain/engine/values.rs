@@ -134,7 +134,7 @@ impl Run<'_> {
     /// The typed parsers' clear reading of `text` for the active tool's parameters (PR-1, MG-5),
     /// with correction forms (MG-6) and the parameter the last reply asked for (MG-4a: the first
     /// missing one, which `ask_parameters` names first).
-    fn typed_reading(&self, text: &str) -> Option<parameter::Extraction> {
+    pub(super) fn typed_reading(&self, text: &str) -> Option<parameter::Extraction> {
         let tool = self.active_tool()?;
         let asked = self
             .active()?
@@ -148,35 +148,15 @@ impl Run<'_> {
         Some(read_clear_values(tool, text, self.turn.locale, options))
     }
 
-    /// The spans of the typed values clearly read in `text` (for [`Self::free_text_reading`]).
-    pub(super) fn typed_spans(&self, text: &str) -> Vec<std::ops::Range<usize>> {
-        self.typed_reading(text)
-            .map(|r| r.values.into_iter().map(|v| v.span).collect())
-            .unwrap_or_default()
-    }
-
     /// MG-5: the typed parsers' clear reading of the message wins over a model's value for the
     /// same parameter and adds the parameters the model missed.
     pub(super) fn with_typed_reading(
         &self,
         text: &str,
-        mut valid: BTreeMap<String, Value>,
-        mut invalid: Vec<(String, String, InvalidReason)>,
+        valid: BTreeMap<String, Value>,
+        invalid: Vec<(String, String, InvalidReason)>,
     ) -> Values {
-        let Some(reading) = self.typed_reading(text) else {
-            return (valid, invalid);
-        };
-        for v in reading.values {
-            invalid.retain(|(name, _, _)| *name != v.name);
-            valid.insert(v.name, v.value);
-        }
-        for r in reading.rejected {
-            let known = valid.contains_key(&r.name) || invalid.iter().any(|(n, _, _)| *n == r.name);
-            if !known {
-                invalid.push((r.name, r.invalid.raw, r.invalid.reason));
-            }
-        }
-        (valid, invalid)
+        merge_reading(self.typed_reading(text), valid, invalid)
     }
 
     /// Steps 5 and 6: the interpreter reads free text against the transaction in flight. A model
@@ -360,6 +340,29 @@ impl Run<'_> {
         self.reply(text);
         Ok(false)
     }
+}
+
+/// MG-5: a typed reading wins over a model's value for the same parameter and adds the
+/// parameters the model missed; its rejections are kept for parameters nothing else read.
+pub(super) fn merge_reading(
+    reading: Option<parameter::Extraction>,
+    mut valid: BTreeMap<String, Value>,
+    mut invalid: Vec<(String, String, InvalidReason)>,
+) -> Values {
+    let Some(reading) = reading else {
+        return (valid, invalid);
+    };
+    for v in reading.values {
+        invalid.retain(|(name, _, _)| *name != v.name);
+        valid.insert(v.name, v.value);
+    }
+    for r in reading.rejected {
+        let known = valid.contains_key(&r.name) || invalid.iter().any(|(n, _, _)| *n == r.name);
+        if !known {
+            invalid.push((r.name, r.invalid.raw, r.invalid.reason));
+        }
+    }
+    (valid, invalid)
 }
 
 /// PR-1, MG-5: the clear typed reading of `text` for `tool`'s parameters. A parameter is named

@@ -109,6 +109,12 @@ pub use self::filler::{
 };
 pub use self::id::IdPattern;
 
+/// The folded words of `text` (lower case, accents and combining marks folded away), split on
+/// everything that is not a letter or a digit: how every reader here compares words.
+pub fn folded_words(text: &str) -> Vec<String> {
+    self::text::phrase(text)
+}
+
 /// The folded words of `text` (lower case, no accents) that are not filler and lie outside
 /// `spans`: what a message says beyond its typed values (for free-text parameters, MG-5).
 pub fn content_words(text: &str, spans: &[std::ops::Range<usize>]) -> Vec<String> {
