@@ -150,6 +150,7 @@ const LEXICON: &[(&str, Kind)] = &[
     ("i do not think so", NO),
     ("i'd rather not", NO),
     ("rather not", NO),
+    ("better not", NO),
     ("disagree", NO),
     // ---- en judgements and verbs of consent
     ("true", TRUE),
@@ -468,6 +469,7 @@ const LEXICON: &[(&str, Kind)] = &[
     ("claro que nao", NO),
     ("agora nao", NO),
     ("nao quero", NO),
+    ("melhor nao", NO),
     ("nao pode", NO),
     ("nao precisa", NO),
     ("discordo", NO),
@@ -881,6 +883,7 @@ mod tests {
                 "no no no",
                 "absolutely not",
                 "i think not",
+                "better not",
             ],
             Some(Confirmation::Deny),
         );
@@ -906,6 +909,8 @@ mod tests {
                 "não é verdade",
                 "de jeito nenhum",
                 "não, isso está errado",
+                "melhor não",
+                "acho melhor não",
             ],
             Some(Confirmation::Deny),
         );

@@ -82,10 +82,14 @@ impl Run<'_> {
     /// MG-5 for free text: a message that starts a transaction, or answers it with typed values,
     /// while a free-text parameter is missing, fills that parameter with the message itself
     /// when it says more than a request for the tool: it has at least three words outside the
-    /// typed values and filler, and two of them appear in none of the tool's example
-    /// utterances, title or labels, nor in the assistant's conversational examples (`good
-    /// morning`) (`dispute the R$ 300 for equipment rental, I returned the modem` gives the reason;
-    /// `I want to dispute a charge` does not). A bare yes or no never fills it.
+    /// typed values and filler, and two of them (of three letters or more) are not request words:
+    /// the tool's title, action verbs and parameter labels, the words that frame any request
+    /// ([`REQUEST_WORDS`]) and the assistant's conversational examples (`good morning`), compared
+    /// by their first five letters so inflections match (`charged` ~ `charge`, `contestar` ~
+    /// `contestação`). The tool's example utterances are not request words: customers' examples
+    /// of a contestation carry reasons (`I was charged twice`), and a message that repeats one
+    /// says why. `I want to dispute a charge` gives no reason; `there's a charge of R$ 150 I
+    /// don't recognise, I want to dispute it` does. A bare yes or no never fills it.
     pub(super) fn free_text_reading(
         &self,
         text: &str,
@@ -97,30 +101,32 @@ impl Run<'_> {
             matches!(p.kind, parameter::ParameterKind::Text { .. })
                 && tx.missing_parameters.contains(&p.name)
         })?;
-        let mut known: std::collections::HashSet<String> = std::collections::HashSet::new();
         let conversation = self
             .assistant
             .conversation
             .iter()
-            .flat_map(|t| t.examples.values());
+            .flat_map(|t| t.examples.values())
+            .flatten();
         let phrases = tool
-            .examples
+            .action_verbs
             .values()
-            .chain(conversation)
             .flatten()
+            .chain(conversation)
             .chain([&tool.title.en, &tool.title.pt_br])
             .chain(
                 tool.parameters
                     .iter()
                     .flat_map(|p| [&p.label.en, &p.label.pt_br]),
             );
+        let mut known: Vec<String> = REQUEST_WORDS.iter().map(|w| (*w).to_owned()).collect();
         for phrase in phrases {
             known.extend(parameter::content_words(phrase, &[]));
         }
         let words = parameter::content_words(text, spans);
         let news = words
             .iter()
-            .filter(|w| !known.contains(*w) && !w.chars().all(|c| c.is_ascii_digit()))
+            .filter(|w| w.chars().count() > 2 && !w.chars().all(|c| c.is_ascii_digit()))
+            .filter(|w| !known.iter().any(|k| same_stem(k, w)))
             .count();
         if news < 2 || words.len() < 3 || crate::domain::confirmation::recognise(text).is_some() {
             return None;
@@ -136,15 +142,12 @@ impl Run<'_> {
     /// missing one, which `ask_parameters` names first).
     pub(super) fn typed_reading(&self, text: &str) -> Option<parameter::Extraction> {
         let tool = self.active_tool()?;
-        let asked = self
-            .active()?
-            .missing_parameters
-            .first()
-            .map(String::as_str);
-        let options = parameter::ClearOptions {
-            asked,
-            correction: true,
-        };
+        let tx = self.active()?;
+        let asked = tx.missing_parameters.first().map(String::as_str);
+        // MG-6: correction forms exist only where there is something to correct.
+        let correction = !tx.arguments.is_empty()
+            || tx.status == crate::domain::transaction::TransactionStatus::AwaitingConfirmation;
+        let options = parameter::ClearOptions { asked, correction };
         Some(read_clear_values(tool, text, self.turn.locale, options))
     }
 
@@ -397,4 +400,22 @@ fn read_clear_values(
         })
         .collect();
     parameter::extract_clear_with(&params, text, locale, options)
+}
+
+/// Words that frame any request rather than describe it (folded): `I want to`, `can you`,
+/// `quero`, `preciso`, `pode`. What stands beside them in a message is what it says.
+const REQUEST_WORDS: &[&str] = &[
+    "want", "wanna", "would", "like", "need", "help", "can", "could", "please", "quero", "queria",
+    "gostaria", "preciso", "precisava", "pode", "poderia", "ajuda", "ajudar", "favor", "fazer",
+];
+
+/// Two folded words match when they are equal or share their first five letters (`charged` and
+/// `charge`, `contestar` and `contestacao`): a stem without a stemmer, enough to tell request
+/// words from a description.
+fn same_stem(a: &str, b: &str) -> bool {
+    if a == b {
+        return true;
+    }
+    let prefix = a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
+    prefix >= 5
 }

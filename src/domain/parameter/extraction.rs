@@ -188,7 +188,8 @@ fn negated_spans(reader: &Reader<'_>, candidates: &[Vec<Candidate>]) -> Vec<Rang
     out
 }
 
-/// The clause (between `,` `;` `.` `!` `?` outside `removed`) that holds every span in `spans`.
+/// The clause (between `,` `;` `.` `!` `?` outside `removed`) that holds every span in `spans`;
+/// none when they span several clauses or the clause is a question (ends with `?`).
 fn clause_of(text: &str, removed: &[Range<usize>], spans: &[Range<usize>]) -> Option<Range<usize>> {
     let first = spans.iter().map(|s| s.start).min()?;
     let last = spans.iter().map(|s| s.end).max()?;
@@ -210,7 +211,9 @@ fn clause_of(text: &str, removed: &[Range<usize>], spans: &[Range<usize>]) -> Op
         .copied()
         .unwrap_or(text.len());
     let inside = breaks.iter().all(|b| *b < first || *b >= last);
-    inside.then_some(start..end)
+    // `is it 120??` questions a value; it does not give one.
+    let questioned = text.get(end..).is_some_and(|rest| rest.starts_with('?'));
+    (inside && !questioned).then_some(start..end)
 }
 
 /// Words that negate the value after them in a correction (folded).

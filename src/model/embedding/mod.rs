@@ -28,6 +28,7 @@ use serde_json::Value;
 use crate::config::profiles::ModelProfile;
 use crate::domain::catalog::{Assistant, Catalog};
 use crate::domain::confirmation::{self, Confirmation};
+use crate::domain::parameter;
 use crate::domain::decision::{
     ClassifierDecision, InterpreterAct, InterpreterDecision, ModelAnswer, RouterDecision,
     SessionControl,
@@ -129,12 +130,30 @@ impl EmbeddingModel {
         let (x, index) = self.embed_one(&assistant, &request.message).await?;
         let a = self.catalog.assistant(&assistant);
         let active_tool = request.active_transaction.as_ref().map(|t| t.tool.as_str());
-        Ok(classify_from(
-            &index.rank(&x),
-            a,
-            request.active_agent.as_deref(),
-            active_tool,
-        ))
+        let agent = request.active_agent.as_deref();
+        let whole = classify_from(&index.rank(&x), a, agent, active_tool);
+        // A request for a person in any sentence is a request for a person (`but I want it
+        // cancelled! get me an agent`): the sentences are read on their own too, and one that
+        // asks for a person more confidently than the whole message says anything decides.
+        let sentences = sentences(&request.message);
+        if sentences.len() < 2 {
+            return Ok(whole);
+        }
+        let vectors = match self.client.embed(&sentences).await {
+            Ok(v) if v.len() == sentences.len() && v.iter().all(|x| x.len() == index.dim()) => v,
+            // The whole message's reading stands; a failed extra look is no failed decision.
+            _ => return Ok(whole),
+        };
+        let handoff = vectors
+            .iter()
+            .map(|x| classify_from(&index.rank(x), a, agent, active_tool))
+            .filter(|d| d.decision == SessionControl::HumanHandoff)
+            .max_by(|l, r| l.confidence.total_cmp(&r.confidence));
+        // (Also when the whole message already leans to a person, but not confidently.)
+        Ok(match handoff {
+            Some(d) if d.confidence > whole.confidence => d,
+            _ => whole,
+        })
     }
 
     pub async fn route(&self, request: &RouterRequest) -> ModelAnswer<RouterDecision> {
@@ -151,7 +170,36 @@ impl EmbeddingModel {
         request: &InterpreterRequest,
     ) -> ModelAnswer<InterpreterDecision> {
         let (x, index) = self.embed_one(&request.assistant, &request.message).await?;
-        Ok(interpret_from(&index.rank(&x), request))
+        let asked = self.asked_value(request);
+        Ok(interpret_from(&index.rank(&x), request, asked))
+    }
+
+    /// The value of the parameter the last reply asked for, read anywhere in the message by the
+    /// liberal typed reader (`it was 99.90 each time`, `put 1, that's what the mailman uses`):
+    /// what a language model would extract there, and what PR-1 leaves to the model because
+    /// other words stand around it. Only when the message holds one number-like token, so a
+    /// sentence with several numbers (`I called 3 times about order 45`) is not guessed at; an
+    /// invalid value is passed on as written, for the engine to explain (RP-4).
+    fn asked_value(&self, request: &InterpreterRequest) -> Option<(String, Value)> {
+        let asked = request.transaction.missing_parameters.first()?;
+        let tool = self
+            .catalog
+            .assistant(&request.assistant)?
+            .tools
+            .get(&request.transaction.tool)?;
+        let spec = tool.parameter(asked)?;
+        if matches!(spec.kind, parameter::ParameterKind::Text { .. })
+            || number_like_tokens(&request.message) != 1
+        {
+            return None;
+        }
+        let reading = parameter::extract(&[(asked, &spec.kind)], &request.message, request.locale);
+        if let Some(v) = reading.value(asked) {
+            return Some((asked.clone(), v.clone()));
+        }
+        reading
+            .rejection(asked)
+            .map(|r| (asked.clone(), Value::String(r.raw.clone())))
     }
 
     /// Answer logs of older releases carry no assistant: with one configured, it is that one.
@@ -232,7 +280,8 @@ pub fn classify_from(
 /// probability: `quero cancelar` is the order cancellation, not "abandon what is in flight").
 /// When a tool is the most probable reading, the topics (PR-3a questions, SC-9 conversational
 /// intents) leave the normalisation too, so adding topics does not lower a request's
-/// confidence; a topic decides only when it is itself the most probable reading.
+/// confidence — except the questions about that tool, which a request must be told from; a
+/// topic decides only when it is itself the most probable reading.
 pub fn route_from(
     ranked: &[(&Label, f32)],
     assistant: Option<&Assistant>,
@@ -245,11 +294,22 @@ pub fn route_from(
     };
     // A request is weighed against the other requests (and "none of these"), not against the
     // topics: a topic that is not the most probable reading takes no confidence from a tool.
-    let top_is_tool = ranked
+    // Questions about that same tool stay: telling a request from a question about it is the
+    // decision PR-3a asks for (`I want to pay my bill` is no request to see it).
+    let top_tool = ranked
         .iter()
         .find(|(l, _)| routable(l))
-        .is_some_and(|(l, _)| matches!(l, Label::Tool(_)));
-    let routable = |l: &Label| routable(l) && !(top_is_tool && matches!(l, Label::Topic { .. }));
+        .and_then(|(l, _)| match l {
+            Label::Tool(t) => Some(t.as_str()),
+            _ => None,
+        });
+    let routable = |l: &Label| {
+        routable(l)
+            && match (top_tool, l) {
+                (Some(top), Label::Topic { tool, .. }) => tool.as_deref() == Some(top),
+                _ => true,
+            }
+    };
     let mass: f32 = ranked
         .iter()
         .filter(|(l, _)| routable(l))
@@ -269,6 +329,21 @@ pub fn route_from(
                 arguments: BTreeMap::new(),
             },
             None => RouterDecision::OutOfScope { confidence: 0.0 },
+        },
+        // SC-9: small talk is answered without touching anything whichever of the
+        // conversational intents it is (`ok thanks` is thanks or an acknowledgement), so the
+        // confidence is that of "a conversational intent": their probabilities together. A
+        // question about a tool (PR-3a) has an answer of its own and stands alone.
+        Some((Label::Topic { tool: None, name }, _)) => RouterDecision::Topic {
+            tool: None,
+            topic: name.clone(),
+            confidence: round(
+                ranked
+                    .iter()
+                    .filter(|(l, _)| matches!(l, Label::Topic { tool: None, .. }))
+                    .map(|(_, p)| f64::from(*p))
+                    .sum(),
+            ),
         },
         Some((Label::Topic { tool, name }, p)) => RouterDecision::Topic {
             tool: tool.clone(),
@@ -292,6 +367,7 @@ fn first_clause(message: &str) -> Option<&str> {
 pub fn interpret_from(
     ranked: &[(&Label, f32)],
     request: &InterpreterRequest,
+    asked_value: Option<(String, Value)>,
 ) -> InterpreterDecision {
     let active_tool = request.transaction.tool.as_str();
     let unclear = |confidence: f64| InterpreterDecision {
@@ -331,8 +407,10 @@ pub fn interpret_from(
     });
     // The free-text parameter is the one asked for: a description is its answer unless it is
     // read as a session decision, or as another request or topic with confidence.
-    let asked =
-        free_text.is_some_and(|p| request.transaction.missing_parameters.first() == Some(&p.name));
+    // An asked value read in the message counts as the answer in the same way.
+    let asked = asked_value.is_some()
+        || free_text
+            .is_some_and(|p| request.transaction.missing_parameters.first() == Some(&p.name));
     let other = |label: &Label, p: f32| match label {
         Label::Cancel | Label::HumanHandoff | Label::EndSession => true,
         Label::Tool(t) if t == active_tool => false,
@@ -346,6 +424,14 @@ pub fn interpret_from(
         .sum();
     // A bare yes or no is no reason or description (the recogniser reads it as an answer).
     let read_as_other = answer.is_some() || other(top, *top_p);
+    if let (Some((name, value)), false) = (asked_value, read_as_other) {
+        // The asked parameter's value, read in a sentence PR-1 did not take as an answer.
+        return InterpreterDecision {
+            act: InterpreterAct::Provide,
+            arguments: BTreeMap::from([(name, value)]),
+            confidence: round(1.0 - other_decision),
+        };
+    }
     match free_text {
         Some(param) if !read_as_other && !request.message.trim().is_empty() => {
             InterpreterDecision {
@@ -359,6 +445,52 @@ pub fn interpret_from(
         }
         _ => unclear(f64::from(*top_p)),
     }
+}
+
+/// The sentences of a message (split at `.`, `!`, `?`, `;` followed by a space or the end),
+/// those of two words or more; none when the message is one sentence.
+fn sentences(message: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut chars = message.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        let ends = matches!(c, '.' | '!' | '?' | ';')
+            && chars.peek().is_none_or(|(_, next)| next.is_whitespace());
+        if ends || chars.peek().is_none() {
+            let end = if ends { i } else { i + c.len_utf8() };
+            let sentence = message[start..end].trim();
+            if sentence.split_whitespace().count() >= 2 {
+                out.push(sentence);
+            }
+            start = i + c.len_utf8();
+        }
+    }
+    if out.len() < 2 {
+        out.clear();
+    }
+    out
+}
+
+/// Runs of digits (with the separators inside a number: `1.050,00`, `01310-100`, `PED-1001`
+/// counts once) in a message.
+fn number_like_tokens(message: &str) -> usize {
+    let mut count = 0;
+    let mut in_token = false;
+    let mut chars = message.chars().peekable();
+    while let Some(c) = chars.next() {
+        let joins = matches!(c, '.' | ',' | '-' | '/')
+            && in_token
+            && chars.peek().is_some_and(char::is_ascii_digit);
+        if c.is_ascii_digit() {
+            if !in_token {
+                count += 1;
+            }
+            in_token = true;
+        } else if !joins {
+            in_token = false;
+        }
+    }
+    count
 }
 
 /// The vectors of the last few messages: one turn asks the classifier, then the router (and
@@ -398,4 +530,162 @@ mod recent {
 /// Confidences are reported to 4 decimals: stable in logs and answer logs across platforms.
 fn round(p: f64) -> f64 {
     (p.clamp(0.0, 1.0) * 10_000.0).round() / 10_000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::effect::{ParameterBrief, TransactionSummary};
+    use crate::domain::locale::Locale;
+
+    fn collecting(missing: &[&str], message: &str) -> InterpreterRequest {
+        InterpreterRequest {
+            message: message.to_owned(),
+            assistant: "store".to_owned(),
+            locale: Locale::En,
+            transaction: TransactionSummary {
+                agent: "billing".to_owned(),
+                tool: "billing_contestation".to_owned(),
+                status: TransactionStatus::CollectingParameters,
+                arguments: BTreeMap::new(),
+                missing_parameters: missing.iter().map(|m| (*m).to_owned()).collect(),
+            },
+            parameters: vec![
+                ParameterBrief {
+                    name: "subject".to_owned(),
+                    type_name: "text".to_owned(),
+                    label: "reason".to_owned(),
+                    required: true,
+                },
+                ParameterBrief {
+                    name: "amount".to_owned(),
+                    type_name: "money".to_owned(),
+                    label: "amount".to_owned(),
+                    required: true,
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn sentences_split_at_sentence_ends_only() {
+        assert_eq!(
+            sentences("but I want it cancelled! get me an agent"),
+            vec!["but I want it cancelled", "get me an agent"]
+        );
+        // A decimal point, a lone word and one sentence split nothing.
+        assert!(sentences("it was 99.90 each time").is_empty());
+        assert!(sentences("ugh. get me an agent").is_empty());
+        assert!(sentences("seriously?? ok where is it then").is_empty());
+        assert_eq!(
+            sentences("that's too much?? ok where is it"),
+            vec!["that's too much?", "ok where is it"]
+        );
+    }
+
+    #[test]
+    fn number_like_tokens_count_numbers_not_their_separators() {
+        assert_eq!(number_like_tokens("it was 99.90 each time"), 1);
+        assert_eq!(number_like_tokens("R$ 1.050,00 for PED-1001"), 2);
+        assert_eq!(number_like_tokens("01310-100, number 45"), 2);
+        assert_eq!(number_like_tokens("no numbers here"), 0);
+        assert_eq!(number_like_tokens("1, 2"), 2);
+    }
+
+    #[test]
+    fn the_asked_value_in_a_sentence_is_provided_unless_the_message_is_read_as_another_decision()
+    {
+        let tool = Label::Tool("billing_contestation".to_owned());
+        let amount = Some(("amount".to_owned(), Value::String("99.90".to_owned())));
+        let request = collecting(&["amount"], "it was 99.90 each time");
+        let d = interpret_from(&[(&tool, 0.8)], &request, amount.clone());
+        assert_eq!(d.act, InterpreterAct::Provide);
+        assert_eq!(d.arguments.get("amount"), amount.as_ref().map(|a| &a.1));
+        // Another tool with little confidence does not take the answer away; a handoff does.
+        let other = Label::Tool("billing_show_bill".to_owned());
+        let d = interpret_from(&[(&other, 0.6), (&tool, 0.4)], &request, amount.clone());
+        assert_eq!(d.act, InterpreterAct::Provide);
+        assert!((d.confidence - 1.0).abs() < 1e-9, "{d:?}");
+        let handoff = Label::HumanHandoff;
+        let d = interpret_from(&[(&handoff, 0.7), (&tool, 0.3)], &request, amount.clone());
+        assert_eq!(d.act, InterpreterAct::Unclear);
+        // Nothing read: nothing provided, and the free-text subject is not filled by a sentence
+        // that answers the amount.
+        let request = collecting(&["amount", "subject"], "it was 99.90 each time");
+        let d = interpret_from(&[(&tool, 0.8)], &request, amount);
+        assert_eq!(d.arguments.keys().collect::<Vec<_>>(), vec!["amount"]);
+        let request = collecting(&["amount"], "hold on let me look");
+        let d = interpret_from(&[(&tool, 0.8)], &request, None);
+        assert_eq!(d.act, InterpreterAct::Unclear);
+    }
+
+    #[test]
+    fn a_conversational_intent_is_as_confident_as_all_of_them_together_a_tool_question_alone() {
+        let thanks = Label::Topic {
+            tool: None,
+            name: "thanks".to_owned(),
+        };
+        let ack = Label::Topic {
+            tool: None,
+            name: "acknowledgement".to_owned(),
+        };
+        let oos = Label::OutOfScope;
+        match route_from(&[(&thanks, 0.52), (&ack, 0.45), (&oos, 0.03)], None, false) {
+            RouterDecision::Topic {
+                topic, confidence, ..
+            } => {
+                assert_eq!(topic, "thanks");
+                assert!((confidence - 0.97).abs() < 1e-6, "{confidence}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let timing = Label::Topic {
+            tool: Some("billing_contestation".to_owned()),
+            name: "timing".to_owned(),
+        };
+        let refund = Label::Topic {
+            tool: Some("billing_contestation".to_owned()),
+            name: "refund".to_owned(),
+        };
+        match route_from(&[(&timing, 0.52), (&refund, 0.45), (&oos, 0.03)], None, true) {
+            RouterDecision::Topic { confidence, .. } => {
+                assert!((confidence - 0.52).abs() < 1e-6, "{confidence}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_request_competes_with_questions_about_its_tool_not_with_other_topics() {
+        let bill = Label::Tool("billing_show_bill".to_owned());
+        let payment = Label::Topic {
+            tool: Some("billing_show_bill".to_owned()),
+            name: "payment".to_owned(),
+        };
+        let greeting = Label::Topic {
+            tool: None,
+            name: "greeting".to_owned(),
+        };
+        let oos = Label::OutOfScope;
+        let catalog = crate::config::agents::parse_catalog(
+            include_str!("../../../config/agents.example.yaml"),
+            "agents.example.yaml",
+        )
+        .expect("the example configuration parses");
+        let assistant = catalog.assistants.values().next();
+        let confidence = |ranked: &[(&Label, f32)]| match route_from(ranked, assistant, false) {
+            RouterDecision::Route { confidence, .. } => confidence,
+            other => panic!("{other:?}"),
+        };
+        // Its own question stays in the normalisation: 0.84 of 1.0, under a 0.90 threshold.
+        let own = confidence(&[(&bill, 0.84), (&payment, 0.14), (&oos, 0.02)]);
+        assert!((own - 0.84).abs() < 1e-4, "{own}");
+        // A conversational topic leaves it: 0.84 of 0.86.
+        let other = confidence(&[(&bill, 0.84), (&greeting, 0.14), (&oos, 0.02)]);
+        assert!((other - 0.84 / 0.86).abs() < 1e-4, "{other}");
+        match route_from(&[(&payment, 0.5), (&bill, 0.45), (&oos, 0.05)], assistant, false) {
+            RouterDecision::Topic { confidence, .. } => assert!((confidence - 0.5).abs() < 1e-6),
+            other => panic!("{other:?}"),
+        }
+    }
 }
