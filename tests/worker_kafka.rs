@@ -1966,6 +1966,110 @@ async fn io5_a_worker_without_partitions_is_ready_once_it_joined() {
     eprintln!("io5 idle standby: {:?}", started.elapsed());
 }
 
+/// The lag and latency customers feel, from a worker process whose turns queue behind one slow
+/// conversation: `turnstile_consumer_lag_records` (broker-side: high watermark minus committed
+/// offset) is above 0 while turns wait in Kafka and back to 0 once all are committed, with
+/// `turnstile_consumer_committed_offset` at the end of the partition; `turnstile_turn_age_seconds`
+/// counts every committed turn from its record timestamp, so the last ones (which waited for the
+/// earlier ones) are older than any turn took to process; the buffer cap is exported as set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn io5_broker_lag_and_turn_age_of_a_queued_conversation() {
+    const TURNS: usize = 4;
+    const ROUTER_LATENCY: Duration = Duration::from_millis(1_500);
+    let started = Instant::now();
+    let fx = fixture("lag", 1).await;
+    out_of_scope_by_default(&fx.model, ROUTER_LATENCY);
+    let listen = format!("127.0.0.1:{}", free_port());
+    let mut child = fx.spawn_child(
+        &fx.instance("lag"),
+        &[
+            ("TURNSTILE_LISTEN", listen.clone()),
+            ("TURNSTILE_LAG_INTERVAL_MS", "200".into()),
+            ("TURNSTILE_MAX_BUFFERED_PER_PARTITION", "1500".into()),
+        ],
+    );
+    let base = format!("http://{listen}");
+    wait_http(
+        &format!("{base}/readyz"),
+        200,
+        Duration::from_secs(60),
+        &child,
+    )
+    .await;
+    // One conversation: its turns run one after the other, each waiting for the slow router.
+    let session = fx.session("lag");
+    for i in 0..TURNS {
+        fx.send_text("t1", &session, &format!("{session}-{i}"), "hello")
+            .await;
+    }
+    let scrape = || async {
+        http_get(&format!("{base}/metrics"))
+            .await
+            .unwrap_or_else(|e| panic!("GET /metrics: {e}"))
+            .1
+    };
+    let lag = |m: &str| series_value(m, "turnstile_consumer_lag_records", "partition=\"0\"");
+    let mut max_lag = 0.0f64;
+    let deadline = Instant::now() + OUTPUT_TIMEOUT;
+    let metrics = loop {
+        let m = scrape().await;
+        max_lag = max_lag.max(lag(&m).unwrap_or(0.0));
+        let committed = series_value(&m, "turnstile_consumer_committed_offset", "partition=\"0\"");
+        if committed == Some(TURNS as f64) && lag(&m) == Some(0.0) {
+            break m;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the worker did not commit all {TURNS} turns with lag 0 in time:\n{m}\nlog:\n{}",
+            child.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let exit = child.terminate(Duration::from_secs(60));
+    assert!(exit.is_some_and(|s| s.success()), "clean stop: {exit:?}");
+    assert!(
+        max_lag >= 1.0,
+        "turns waiting behind a slow one show as broker-side lag (max seen {max_lag})"
+    );
+    let count = |family: &str| {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{family} ")))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+    };
+    assert_eq!(
+        count("turnstile_turn_age_seconds_count"),
+        Some(TURNS as f64),
+        "every committed turn has an age:\n{metrics}"
+    );
+    // The last turn waited for the ones before it: older than one turn's processing.
+    let within = |le: &str| {
+        series_value(
+            &metrics,
+            "turnstile_turn_age_seconds_bucket",
+            &format!("le=\"{le}\""),
+        )
+    };
+    assert!(
+        within("2.5").is_some_and(|n| n < TURNS as f64),
+        "a queued turn is older than 2.5 s when committed:\n{metrics}"
+    );
+    assert_eq!(
+        within("600"),
+        Some(TURNS as f64),
+        "the age buckets reach 10 minutes:\n{metrics}"
+    );
+    assert_eq!(
+        count("turnstile_partition_buffer_capacity_records"),
+        Some(1500.0),
+        "the buffer cap is exported as configured:\n{metrics}"
+    );
+    eprintln!(
+        "io5 lag and turn age: {:?} (max lag {max_lag})",
+        started.elapsed()
+    );
+}
+
 /// One series of a Prometheus scrape: the value of the line `family{labels}` (labels as
 /// written by the exporter, e.g. `reason="invalid_json"`), if there is one.
 fn series_value(metrics: &str, family: &str, labels: &str) -> Option<f64> {
