@@ -41,6 +41,8 @@ KEDA_VERSION=v2.21.0
 PROMETHEUS_OPERATOR_VERSION=v0.85.0
 KUBE_VERSIONS=(1.27.0 1.30.0 1.33.0)  # the chart's kubeVersion floor, and the two asked for
 API_VERSIONS=(--api-versions keda.sh/v1alpha1 --api-versions monitoring.coreos.com/v1)
+# The runbook base URL of the plain rules file deploy/monitoring/alerts.yaml.
+PLAIN_RUNBOOK_URL=https://git.example.com/turnstile/blob/main/docs/operations.md
 
 started=$(date +%s)
 step() { echo "== $*"; }
@@ -223,6 +225,54 @@ helmq template turnstile "$chart" --namespace turnstile -f "$chart/ci/full-value
   || { cat "$out/kubeconform.txt" >&2; fail "kubeconform -strict (full values, no --api-versions)"; }
 ok "full values without --api-versions: $(tail -1 "$out/kubeconform.txt")"
 
+step "deploy/monitoring/alerts.yaml = the chart's rules for the default values"
+# The plain rules file promtool tests (scripts/check-monitoring.sh) is the chart's rendering of
+# files/alerts.tmpl.yaml for release "turnstile" in namespace "prod" with the default values, so
+# the tests exercise exactly what the chart installs. WRITE_ALERTS=1 rewrites it.
+helmq template turnstile "$chart" --namespace prod --api-versions monitoring.coreos.com/v1 \
+  --set monitoring.prometheusRule.enabled=true \
+  --set monitoring.prometheusRule.runbookBaseUrl="$PLAIN_RUNBOOK_URL" \
+  --show-only templates/prometheusrule.yaml >"$out/plain-rule.yaml" \
+  || fail "helm template of the PrometheusRule for deploy/monitoring/alerts.yaml"
+"$py" - "$out/plain-rule.yaml" "$repo/deploy/monitoring/alerts.yaml" "${WRITE_ALERTS:-0}" <<'EOF' \
+  || fail "deploy/monitoring/alerts.yaml is not the chart's rendering: run WRITE_ALERTS=1 bash scripts/check-deploy.sh"
+import sys, yaml
+rendered, plain, write = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+groups = next(d for d in yaml.safe_load_all(open(rendered)) if d)["spec"]["groups"]
+
+
+class Dumper(yaml.SafeDumper):
+    pass
+
+
+def text(dumper, value):
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+Dumper.add_representer(str, text)
+header = (
+    "# GENERATED from helm/turnstile/files/alerts.tmpl.yaml by scripts/check-deploy.sh\n"
+    "# (WRITE_ALERTS=1): the chart's PrometheusRule rules for release \"turnstile\" in namespace\n"
+    "# \"prod\" with the default values. A plain Prometheus rules file: edit the namespace/job\n"
+    "# matchers and runbook URLs for your set-up, or install the chart's PrometheusRule.\n"
+    "# Tested by deploy/monitoring/alerts.test.yaml (scripts/check-monitoring.sh).\n"
+)
+body = header + yaml.dump({"groups": groups}, Dumper=Dumper, sort_keys=False, width=100,
+                          allow_unicode=True)
+if write:
+    open(plain, "w").write(body)
+    print(f"   wrote {plain}")
+    sys.exit(0)
+try:
+    current = yaml.safe_load(open(plain))
+except FileNotFoundError:
+    sys.exit(f"   {plain} is missing")
+if current != {"groups": groups}:
+    sys.exit(f"   {plain} differs from the chart's rendering")
+EOF
+ok "deploy/monitoring/alerts.yaml is the chart's rendering (release turnstile, namespace prod)"
+
 step "assertions on the rendered objects"
 "$py" "$repo/scripts/check_deploy_assert.py" "$repo" "$chart" "$out/full-no-apis.yaml" "${renderings[@]}" \
   || fail "assertions on the rendered objects"
@@ -285,6 +335,15 @@ must_fail "TLS without a Secret" "kafka.tls.enabled needs kafka.tls.existingSecr
 must_fail "unknown value (schema)" "Additional property replicas is not allowed" --set replicas=2
 must_fail "unknown session-control setting (schema)" "sessionControl" --set sessionControl.SESSION_TIMEOUT=5
 must_fail "Kubernetes older than kubeVersion" "kubeVersion" --kube-version 1.26.0
+must_fail "PrometheusRule without a runbook base URL" "runbookBaseUrl must be an absolute" \
+  "${API_VERSIONS[@]}" --set monitoring.prometheusRule.enabled=true
+must_fail "PrometheusRule with a relative runbook URL" "runbookBaseUrl must be an absolute" \
+  "${API_VERSIONS[@]}" --set monitoring.prometheusRule.enabled=true \
+  --set monitoring.prometheusRule.runbookBaseUrl=docs/operations.md
+must_fail "latency threshold not a bucket bound" "is not a bucket bound of turnstile_turn_age_seconds" \
+  "${API_VERSIONS[@]}" -f "$chart/ci/full-values.yaml" --set monitoring.prometheusRule.replyLatency.thresholdSeconds=20
+must_fail "latency objective of 1" "objective" \
+  "${API_VERSIONS[@]}" -f "$chart/ci/full-values.yaml" --set monitoring.prometheusRule.replyLatency.objective=1
 
 step "rendered configuration through turnstile check-config"
 binary=""

@@ -12,8 +12,9 @@ worker needs:
 - the KEDA ScaledObject targets the StatefulSet and reads the worker's own topic, group, brokers
   and offset reset policy (auto.offset.reset as the worker's sources set it), with maxReplicaCount
   at most kafka.partitions, and its TriggerAuthentication uses the same Secrets as the pods;
-- the ServiceMonitor selects the Service's port; the PrometheusRule carries files/alerts.yaml's
-  groups; the dashboard ConfigMap (when files/dashboard.json exists) is labelled
+- the ServiceMonitor selects the Service's port; the PrometheusRule has the alerts of
+  deploy/monitoring/alerts.yaml (the chart's rendering for the default values), every selector
+  scoped to this release's namespace and job, runbook URLs under the values' base URL; the dashboard ConfigMap (when files/dashboard.json exists) is labelled
   grafana_dashboard: "1" and holds that JSON; none of the monitoring objects renders without the
   monitoring.coreos.com/v1 API;
 - the migration Job is a pre-install/pre-upgrade hook running `turnstile migrate` with flags that
@@ -74,7 +75,16 @@ worker_offset_reset = resets.pop() if len(resets) == 1 else None
 migrate_rs = read("src/cli/migrate.rs")
 migrate_flags = {"--" + f.replace("_", "-") for f in re.findall(r"pub ([a-z_]+): ", migrate_rs)}
 
-alerts_path = os.path.join(chart, "files", "alerts.yaml")
+# The bucket bounds the chart accepts as a latency threshold are the worker's turn age buckets.
+telemetry_rs = read("src/telemetry.rs")
+m = re.search(r"TURN_AGE_BUCKETS_SECONDS: &\[f64\] = &\[(.*?)\];", telemetry_rs, re.S)
+worker_buckets = [f"{float(x):g}" for x in re.findall(r"[0-9.]+", m.group(1))] if m else []
+helpers = open(os.path.join(chart, "templates", "_helpers.tpl")).read()
+m = re.search(r'\$buckets := list ((?:"[0-9.]+" ?)+)', helpers)
+chart_buckets = re.findall(r'"([0-9.]+)"', m.group(1)) if m else None
+check(worker_buckets and chart_buckets == worker_buckets,
+      f"_helpers.tpl turn age buckets {chart_buckets} = src/telemetry.rs {worker_buckets}")
+alerts_path = os.path.join(repo, "deploy", "monitoring", "alerts.yaml")
 dashboard_path = os.path.join(chart, "files", "dashboard.json")
 alerts = yaml.safe_load(open(alerts_path)) if os.path.exists(alerts_path) else None
 dashboard = open(dashboard_path).read() if os.path.exists(dashboard_path) else None
@@ -252,13 +262,25 @@ for name, kube_version, path in renderings:
               f"{label}: ServiceMonitor port is a Service port")
     prs = by_kind(docs, "PrometheusRule")
     check(len(prs) == (1 if mon["prometheusRule"]["enabled"] and alerts else 0),
-          f"{label}: PrometheusRule iff enabled and files/alerts.yaml exists")
+          f"{label}: PrometheusRule iff enabled")
     for pr in prs:
-        got = [(g["name"], [(r.get("alert") or r.get("record"), r["expr"]) for r in g["rules"]])
+        got = [(g["name"], [r.get("alert") or r.get("record") for r in g["rules"]])
                for g in pr["spec"]["groups"]]
-        want = [(g["name"], [(r.get("alert") or r.get("record"), r["expr"]) for r in g["rules"]])
+        want = [(g["name"], [r.get("alert") or r.get("record") for r in g["rules"]])
                 for g in alerts["groups"]]
-        check(got == want, f"{label}: PrometheusRule groups = files/alerts.yaml groups")
+        check(got == want, f"{label}: PrometheusRule alerts = deploy/monitoring/alerts.yaml alerts")
+        job = values["monitoring"].get("job") or sts["metadata"]["name"]
+        scope = f'namespace="{pr["metadata"]["namespace"]}", job="{job}"'
+        base = values["monitoring"]["prometheusRule"]["runbookBaseUrl"]
+        for g in pr["spec"]["groups"]:
+            for r in g["rules"]:
+                names = re.findall(r"\b(turnstile_[a-z0-9_]+)(\{[^}]*\})?", r["expr"])
+                check(names and all(sel.startswith("{" + scope) for _, sel in names),
+                      f"{label}: {r.get('alert')}: every selector starts with {{{scope}")
+                check(r["annotations"]["runbook_url"] == f"{base}#{r['alert'].lower()}",
+                      f"{label}: {r.get('alert')}: runbook_url = runbookBaseUrl + its anchor")
+                check(r["labels"]["severity"] != "critical" or r.get("for"),
+                      f"{label}: {r.get('alert')}: a critical alert has `for:`")
     dash = [d for d in by_kind(docs, "ConfigMap") if d["metadata"].get("labels", {}).get("grafana_dashboard")]
     check(len(dash) == (1 if mon["grafanaDashboard"]["enabled"] and dashboard else 0),
           f"{label}: dashboard ConfigMap iff enabled and files/dashboard.json exists")

@@ -145,3 +145,65 @@ StatefulSet, so every install, upgrade and `helm template` runs them.
 {{- fail "the agents or profiles file is empty: set config.agents / config.profiles, or install the chart from a repository checkout or a `helm package` archive (the bundled examples in the chart's config/ are links to the repository's config/)" }}
 {{- end }}
 {{- end }}
+
+{{/*
+A number as written, never in exponent form: YAML numbers arrive as float64, and toString of
+1000000.0 is "1e+06". Whole numbers print as integers, others as Go's shortest exact decimal.
+*/}}
+{{- define "turnstile.number" -}}
+{{- $v := . }}
+{{- if or (kindIs "float64" $v) (kindIs "float32" $v) }}
+{{- if eq (float64 (int64 $v)) (float64 $v) }}{{ int64 $v }}{{ else }}{{ $v | toString | replace "e-0" "e-" | replace "e+0" "e+" }}{{ end }}
+{{- else }}{{ $v }}{{ end }}
+{{- end }}
+
+{{/*
+The job label of the workers' series: the Service's name (a ServiceMonitor's default job), which
+the PodMonitor sets too; monitoring.job overrides it for other scrape set-ups.
+*/}}
+{{- define "turnstile.job" -}}
+{{- .Values.monitoring.job | default (include "turnstile.fullname" .) }}
+{{- end }}
+
+{{/*
+files/alerts.tmpl.yaml with every ${name} replaced (see that file's header), as YAML text. Fails
+on an unknown placeholder, a bad threshold or a relative runbook URL.
+*/}}
+{{- define "turnstile.alertRules" -}}
+{{- $m := .Values.monitoring.prometheusRule }}
+{{- $text := .Files.Get "files/alerts.tmpl.yaml" }}
+{{- if not $text }}
+{{- fail "files/alerts.tmpl.yaml is missing from the chart" }}
+{{- end }}
+{{- if not (regexMatch "^https?://[^/]+/" ($m.runbookBaseUrl | default "")) }}
+{{- fail (printf "monitoring.prometheusRule.runbookBaseUrl must be an absolute http(s) URL of docs/operations.md (e.g. https://git.example.com/turnstile/blob/v%s/docs/operations.md), got %q: an alert's runbook link must open from a pager" .Chart.AppVersion ($m.runbookBaseUrl | default "")) }}
+{{- end }}
+{{- $buckets := list "0.05" "0.1" "0.25" "0.5" "1" "2.5" "5" "10" "15" "30" "60" "120" "300" "600" }}
+{{- $threshold := include "turnstile.number" $m.replyLatency.thresholdSeconds }}
+{{- if not (has $threshold $buckets) }}
+{{- fail (printf "monitoring.prometheusRule.replyLatency.thresholdSeconds %s is not a bucket bound of turnstile_turn_age_seconds (%s; src/telemetry.rs TURN_AGE_BUCKETS_SECONDS)" $threshold (join ", " $buckets)) }}
+{{- end }}
+{{- $objective := float64 $m.replyLatency.objective }}
+{{- if or (le $objective 0.0) (ge $objective 1.0) }}
+{{- fail (printf "monitoring.prometheusRule.replyLatency.objective must be between 0 and 1 (exclusive), got %v" $m.replyLatency.objective) }}
+{{- end }}
+{{- $ns := .Release.Namespace }}
+{{- $job := include "turnstile.job" . }}
+{{- $p := dict "scope" (printf "namespace=%q, job=%q" $ns $job) "statefulsetScope" (printf "namespace=%q, statefulset=%q" $ns (include "turnstile.fullname" .)) "release" (printf "%s/%s" $ns $job) "runbookBaseUrl" $m.runbookBaseUrl }}
+{{- range $alert, $params := $m.alerts }}
+{{- range $k, $v := $params }}
+{{- $_ := set $p (printf "%s.%s" $alert $k) (include "turnstile.number" $v) }}
+{{- end }}
+{{- end }}
+{{- range $k, $v := $m.replyLatency }}
+{{- $_ := set $p (printf "replyLatency.%s" $k) (include "turnstile.number" $v) }}
+{{- end }}
+{{- range $k, $v := $p }}
+{{- $text = replace (printf "${%s}" $k) (toString $v) $text }}
+{{- end }}
+{{- $left := regexFindAll "\\$\\{[^}]*\\}" $text -1 | uniq }}
+{{- if $left }}
+{{- fail (printf "files/alerts.tmpl.yaml: no value for %s (monitoring.prometheusRule.alerts / replyLatency)" (join ", " $left)) }}
+{{- end }}
+{{- $text }}
+{{- end }}
