@@ -13,7 +13,8 @@
 #                     (example/prometheus-operator-crd) from `go mod download`, converted with
 #                     kubeconform's own scripts/openapi2jsonschema.py (PyYAML in the venv)
 #
-# Then: helm lint --strict (default values and ci/full-values.yaml); helm template for both, for
+# Then: helm lint --strict (ci/minimal-values.yaml: only the required values, and
+# ci/full-values.yaml: everything on); helm template for both, for
 # Kubernetes 1.27 (the chart's floor), 1.30 and 1.33, with --api-versions keda.sh/v1alpha1 and monitoring.coreos.com/v1
 # (else the gated objects never render); kubeconform -strict of every rendered object against
 # those local schemas (a missing schema is an error); structural assertions on the rendered
@@ -172,11 +173,14 @@ helmq() {
 snapshot="$out/chart/turnstile"
 rm -rf "$out/chart" && mkdir -p "$out/chart"
 cp -rL "$chart" "$snapshot"
-helmq template turnstile "$chart" --show-only templates/configmap.yaml >"$out/links.yaml" \
+helmq template turnstile "$chart" --show-only templates/configmap.yaml \
+  -f "$chart/ci/minimal-values.yaml" >"$out/links.yaml" \
   || fail "helm template of $chart (through its config/ links)"
 grep -q 'assistants:' "$out/links.yaml" || fail "the chart's config/ links do not resolve to the example files"
 ok "the chart's config/ links resolve to config/*.yaml; the checks below use a snapshot"
 chart=$snapshot
+# Only the values an install must set; the chart's defaults alone must fail (checked below).
+MINIMAL=(-f "$chart/ci/minimal-values.yaml")
 
 app_version=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$chart/Chart.yaml")
 crate_version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$repo/Cargo.toml" | head -1)
@@ -185,15 +189,12 @@ crate_version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$repo/Cargo.toml" | head -
 ok "Chart.yaml appVersion $app_version = Cargo.toml version (the default image tag)"
 
 step "helm lint --strict"
-for values in "" "$chart/ci/full-values.yaml"; do
-  args=()
-  [[ -n "$values" ]] && args=(-f "$values")
+for values in "$chart"/ci/{minimal,full,variant}-values.yaml; do
   for kv in "${KUBE_VERSIONS[@]}"; do
-    helmq lint --strict --kube-version "$kv" "$chart" "${args[@]}" >"$out/lint.txt" 2>&1 \
-      || { cat "$out/lint.txt" >&2; fail "helm lint --strict ${values:-(default values)} (Kubernetes $kv)"; }
+    helmq lint --strict --kube-version "$kv" "$chart" -f "$values" >"$out/lint.txt" 2>&1 \
+      || { cat "$out/lint.txt" >&2; fail "helm lint --strict $values (Kubernetes $kv)"; }
   done
-  label=${values#"$chart/"}
-  ok "lint ${label:-default values}"
+  ok "lint ${values#"$chart/"}"
 done
 
 step "helm template + kubeconform -strict"
@@ -202,9 +203,8 @@ schema_args=(
   -schema-location "$crd_schemas/{{ .ResourceKind }}-{{ .Group }}-{{ .ResourceAPIVersion }}.json"
 )
 renderings=()
-for name in default full; do
-  args=()
-  [[ $name == full ]] && args=(-f "$chart/ci/full-values.yaml")
+for name in minimal full variant; do
+  args=(-f "$chart/ci/$name-values.yaml")
   for kv in "${KUBE_VERSIONS[@]}"; do
     file="$out/$name-$kv.yaml"
     helmq template turnstile "$chart" --namespace turnstile --kube-version "$kv" \
@@ -230,7 +230,7 @@ step "deploy/monitoring/alerts.yaml = the chart's rules for the default values"
 # files/alerts.tmpl.yaml for release "turnstile" in namespace "prod" with the default values, so
 # the tests exercise exactly what the chart installs. WRITE_ALERTS=1 rewrites it.
 helmq template turnstile "$chart" --namespace prod --api-versions monitoring.coreos.com/v1 \
-  --set monitoring.prometheusRule.enabled=true \
+  "${MINIMAL[@]}" --set monitoring.prometheusRule.enabled=true \
   --set monitoring.prometheusRule.runbookBaseUrl="$PLAIN_RUNBOOK_URL" \
   --show-only templates/prometheusrule.yaml >"$out/plain-rule.yaml" \
   || fail "helm template of the PrometheusRule for deploy/monitoring/alerts.yaml"
@@ -278,7 +278,7 @@ step "assertions on the rendered objects"
   || fail "assertions on the rendered objects"
 
 checksum() {
-  helmq template turnstile "$chart" --show-only templates/statefulset.yaml "$@" \
+  helmq template turnstile "$chart" --show-only templates/statefulset.yaml "${MINIMAL[@]}" "$@" \
     | grep -o 'checksum/config: [0-9a-f]*' || fail "no checksum/config annotation"
 }
 base=$(checksum)
@@ -287,9 +287,11 @@ base=$(checksum)
   || fail "checksum/config does not change with config.agents"
 [[ "$(checksum --set config.bundledProfiles=llm)" != "$base" ]] \
   || fail "checksum/config does not change with the profiles file"
-ok "checksum/config is stable, and changes with the agents or the profiles file (pods roll)"
+[[ "$(checksum --set image.tag=9.9.9 --set commonLabels.team=x)" == "$base" ]] \
+  || fail "checksum/config changes with the ConfigMap's labels (version, commonLabels): a chart or image bump alone would restart every pod"
+ok "checksum/config is stable, changes with the agents or the profiles file (pods roll), not with labels or versions"
 
-helmq template turnstile "$chart" --set replicaCount=13 >/dev/null \
+helmq template turnstile "$chart" "${MINIMAL[@]}" --set replicaCount=13 >/dev/null \
   || fail "replicaCount above kafka.partitions must render (idle standbys are ready since 2ea8941)"
 ok "replicaCount 13 > 12 partitions renders (the extra worker stands by)"
 
@@ -301,7 +303,7 @@ printf '%s\n' 'apiVersion: v1' 'kind: ConfigMap' 'metadata: {name: notes-check}'
   '    {{- tpl (.Files.Get "notes-check.txt") . | nindent 4 }}' >"$notes_chart/templates/notes-check.yaml"
 for args in "" "-f $chart/ci/full-values.yaml ${API_VERSIONS[*]}" "--set replicaCount=13 --set kafka.tls.enabled=true --set kafka.tls.existingSecret=x"; do
   # shellcheck disable=SC2086
-  helmq template turnstile "$notes_chart" --show-only templates/notes-check.yaml $args >"$out/notes.txt" \
+  helmq template turnstile "$notes_chart" --show-only templates/notes-check.yaml "${MINIMAL[@]}" $args >"$out/notes.txt" \
     || fail "NOTES.txt does not render (${args:-default values})"
   grep -q 'is deployed as StatefulSet' "$out/notes.txt" || fail "NOTES.txt rendered empty (${args:-default values})"
 done
@@ -313,13 +315,34 @@ step "renderings that must fail"
 must_fail() {
   local why=$1 expect=$2
   shift 2
-  if helmq template turnstile "$chart" "$@" >"$out/must-fail.txt" 2>&1; then
+  if helmq template turnstile "$chart" "${MINIMAL[@]}" "$@" >"$out/must-fail.txt" 2>&1; then
     fail "helm template succeeded, but must fail: $why ($*)"
   fi
   grep -q -- "$expect" "$out/must-fail.txt" \
     || { cat "$out/must-fail.txt" >&2; fail "$why: the error does not say '$expect'"; }
   ok "$why: $(grep -o "$expect.*" "$out/must-fail.txt" | head -1 | cut -c1-110)…"
 }
+# The chart's defaults alone: the required values are missing.
+if helmq template turnstile "$chart" >"$out/must-fail.txt" 2>&1; then
+  fail "helm template with the defaults alone succeeded: kafka.brokers and the other required values must be asked for"
+fi
+grep -q "kafka.brokers is required" "$out/must-fail.txt" || { cat "$out/must-fail.txt" >&2; fail "defaults alone: no 'kafka.brokers is required'"; }
+ok "the defaults alone: kafka.brokers is required…"
+must_fail "no brokers" "kafka.brokers is required" --set kafka.brokers=
+must_fail "no CQL contact points" "cql.contactPoints is required" --set cql.contactPoints=
+must_fail "no replication for a new keyspace" "migration.replication is required" --set migration.replication=
+must_fail "no tool base URL and no sidecar" "tools.baseUrl is required unless extraContainers" --set tools.baseUrl=
+must_fail "no agents file and no demo asked for" "config.agents is required" --set config.demoAgents=false
+must_fail "a full name over 52 characters" "may have at most 52" \
+  --set fullnameOverride=turnstile-customer-service-eu-west-production-blue-green
+must_fail "a long nameOverride making the full name too long" "may have at most 52" \
+  --set nameOverride=turnstile-worker-for-the-customer-service-assistants-eu
+must_fail "one rack and a per-pod rack" "exclude each other" \
+  --set kafka.clientRack=a --set kafka.clientRackFromPodLabel=topology.kubernetes.io/zone
+must_fail "ServiceMonitor and PodMonitor" "exclude each other" "${API_VERSIONS[@]}" \
+  --set monitoring.serviceMonitor.enabled=true --set monitoring.podMonitor.enabled=true
+must_fail "an unknown PDB eviction policy (schema)" "unhealthyPodEvictionPolicy" \
+  --set podDisruptionBudget.unhealthyPodEvictionPolicy=Sometimes
 must_fail "maxReplicaCount > partitions" "exceeds kafka.partitions" \
   "${API_VERSIONS[@]}" --set autoscaling.enabled=true --set kafka.partitions=4 --set autoscaling.maxReplicaCount=5
 must_fail "full values with maxReplicaCount > partitions" "exceeds kafka.partitions" \

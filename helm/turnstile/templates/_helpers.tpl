@@ -63,7 +63,7 @@ content in the chart archive).
 {{- define "turnstile.agentsYaml" -}}
 {{- if .Values.config.agents }}
 {{- .Values.config.agents }}
-{{- else }}
+{{- else if .Values.config.demoAgents }}
 {{- .Files.Get "config/agents.example.yaml" }}
 {{- end }}
 {{- end }}
@@ -112,6 +112,31 @@ StatefulSet, so every install, upgrade and `helm template` runs them.
 {{- $w := .Values.worker }}
 {{- $k := .Values.kafka }}
 {{- $a := .Values.autoscaling }}
+{{- $name := include "turnstile.fullname" . }}
+{{- if gt (len $name) 52 }}
+{{- fail (printf "the full name %q has %d characters; a StatefulSet's name may have at most 52 (its pods' controller-revision-hash label appends 11 characters to it, and a label value is at most 63), and the migration Job appends -migrate: choose a shorter release name or set fullnameOverride" $name (len $name)) }}
+{{- end }}
+{{- if not (trim $k.brokers) }}
+{{- fail "kafka.brokers is required: the Kafka bootstrap servers, comma-separated host:port (e.g. kafka-0.kafka:9092,kafka-1.kafka:9092)" }}
+{{- end }}
+{{- if not (trim .Values.cql.contactPoints) }}
+{{- fail "cql.contactPoints is required: the Cassandra / ScyllaDB nodes, comma-separated host:port (e.g. scylla-0.scylla:9042)" }}
+{{- end }}
+{{- if and .Values.migration.enabled (not (trim .Values.migration.replication)) }}
+{{- fail "migration.replication is required (it is fixed once the keyspace exists): e.g. \"{'class': 'NetworkTopologyStrategy', 'dc1': 3}\" with every datacenter named, or \"{'class': 'SimpleStrategy', 'replication_factor': 1}\" for a one-node test cluster" }}
+{{- end }}
+{{- if and (not .Values.tools.baseUrl) (not .Values.extraContainers) }}
+{{- fail "tools.baseUrl is required unless extraContainers declares the tool service as a sidecar: without either, tool endpoints given as paths go to the worker's default http://127.0.0.1:8081, where nothing listens" }}
+{{- end }}
+{{- if and (not .Values.config.agents) (not .Values.config.demoAgents) }}
+{{- fail "config.agents is required: your assistants, tenants and tools as YAML text (--set-file config.agents=agents.yaml); config.demoAgents=true installs the bundled demo domain instead" }}
+{{- end }}
+{{- if and $k.clientRack $k.clientRackFromPodLabel }}
+{{- fail "kafka.clientRack and kafka.clientRackFromPodLabel exclude each other: one rack for every pod, or each pod's own from its label" }}
+{{- end }}
+{{- if and .Values.monitoring.serviceMonitor.enabled .Values.monitoring.podMonitor.enabled }}
+{{- fail "monitoring.serviceMonitor.enabled and monitoring.podMonitor.enabled exclude each other: both would scrape every pod twice" }}
+{{- end }}
 {{- $grace := int .Values.terminationGracePeriodSeconds }}
 {{- $drain := int $w.drainBudgetMs }}
 {{- $margin := int .Values.shutdownMarginSeconds }}
