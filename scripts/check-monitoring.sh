@@ -9,7 +9,9 @@
 #                                        fires and one where it stays quiet
 #   helm/turnstile/files/dashboard.json  every query parsed by promtool (written as recording
 #                                        rules into a temporary rules file); datasource only
-#                                        through the ${datasource} variable
+#                                        through the ${datasource} variable; a `pod` variable
+#                                        (All lists the release's pods), and every cAdvisor /
+#                                        kube-state-metrics query filtered by namespace and pod
 # and every metric name in an alert, a panel or a dashboard variable is in the catalogue of
 # src/telemetry.rs (`pub const …: &str = "turnstile_…"`; histograms also with _bucket, _sum,
 # _count) or in the short list of cAdvisor / kube-state-metrics series below (EXTERNAL). Any
@@ -243,6 +245,10 @@ def walk(node, path="$"):
 
 walk(dashboard)
 variables = {v.get("name"): v for v in dashboard.get("templating", {}).get("list", [])}
+if "pod" not in variables or "instance" in variables:
+    problem(f"{dashboard_path}: the worker variable must be `pod` (not `instance`)")
+elif variables["pod"].get("allValue"):
+    problem(f"{dashboard_path}: variable `pod` has an allValue: All must list the release's pods")
 if variables.get("datasource", {}).get("type") != "datasource":
     problem(f"{dashboard_path}: no `datasource` variable of type datasource in templating")
 
@@ -273,6 +279,10 @@ for p in panels(dashboard.get("panels") or []):
             problem(f"{where}: empty expr")
             continue
         check_names(where, expr)
+        # Kubernetes series carry no job label: only the pod variable keeps them to the release.
+        for name, labels in re.findall(r"\b((?:container|kube)_[a-z0-9_]+)(\{[^}]*\})?", expr):
+            if 'pod=~"$pod"' not in labels or 'namespace=~"$namespace"' not in labels:
+                problem(f"{where}: `{name}` is not filtered by namespace=~\"$namespace\" and pod=~\"$pod\"")
         checks.append((f"dashboard:panel_{pid}:{t.get('refId')}", promql(expr), where))
 for name, v in variables.items():
     if v.get("type") != "query":
