@@ -307,9 +307,14 @@ for args in "" "-f $chart/ci/full-values.yaml ${API_VERSIONS[*]}" "--set replica
     || fail "NOTES.txt does not render (${args:-default values})"
   grep -q 'is deployed as StatefulSet' "$out/notes.txt" || fail "NOTES.txt rendered empty (${args:-default values})"
 done
-grep -q 'stand by' "$out/notes.txt" && grep -q 'OpenSSL' "$out/notes.txt" \
-  || fail "NOTES.txt lacks the idle-standby or the Kafka TLS note"
-ok "NOTES.txt renders (default, full, and with its warnings)"
+grep -q 'stand by' "$out/notes.txt" || fail "NOTES.txt lacks the idle-standby note"
+# The image's librdkafka has OpenSSL (rdkafka feature ssl): TLS users get no exit-70 warning.
+! grep -qiE 'exit|code 70|OpenSSL' "$out/notes.txt" || fail "NOTES.txt warns a Kafka TLS user of an exit the worker does not make"
+helmq template turnstile "$notes_chart" --show-only templates/notes-check.yaml "${MINIMAL[@]}" "${API_VERSIONS[@]}" \
+  --set autoscaling.enabled=true --set autoscaling.minReplicaCount=0 >"$out/notes.txt" \
+  || fail "NOTES.txt does not render (scale to zero)"
+grep -q 'kube-state-metrics' "$out/notes.txt" || fail "NOTES.txt lacks the scale-to-zero note"
+ok "NOTES.txt renders (minimal, full, idle standbys, scale to zero; no TLS exit warning)"
 
 step "renderings that must fail"
 must_fail() {
