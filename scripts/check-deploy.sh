@@ -13,7 +13,8 @@
 #                     (example/prometheus-operator-crd) from `go mod download`, converted with
 #                     kubeconform's own scripts/openapi2jsonschema.py (PyYAML in the venv)
 #
-# Then: helm lint --strict (default values and ci/full-values.yaml); helm template for both, for
+# Then: helm lint --strict (ci/minimal-values.yaml: only the required values, and
+# ci/full-values.yaml: everything on); helm template for both, for
 # Kubernetes 1.27 (the chart's floor), 1.30 and 1.33, with --api-versions keda.sh/v1alpha1 and monitoring.coreos.com/v1
 # (else the gated objects never render); kubeconform -strict of every rendered object against
 # those local schemas (a missing schema is an error); structural assertions on the rendered
@@ -41,6 +42,8 @@ KEDA_VERSION=v2.21.0
 PROMETHEUS_OPERATOR_VERSION=v0.85.0
 KUBE_VERSIONS=(1.27.0 1.30.0 1.33.0)  # the chart's kubeVersion floor, and the two asked for
 API_VERSIONS=(--api-versions keda.sh/v1alpha1 --api-versions monitoring.coreos.com/v1)
+# The runbook base URL of the plain rules file deploy/monitoring/alerts.yaml.
+PLAIN_RUNBOOK_URL=https://git.example.com/turnstile/blob/main/docs/operations.md
 
 started=$(date +%s)
 step() { echo "== $*"; }
@@ -170,11 +173,14 @@ helmq() {
 snapshot="$out/chart/turnstile"
 rm -rf "$out/chart" && mkdir -p "$out/chart"
 cp -rL "$chart" "$snapshot"
-helmq template turnstile "$chart" --show-only templates/configmap.yaml >"$out/links.yaml" \
+helmq template turnstile "$chart" --show-only templates/configmap.yaml \
+  -f "$chart/ci/minimal-values.yaml" >"$out/links.yaml" \
   || fail "helm template of $chart (through its config/ links)"
 grep -q 'assistants:' "$out/links.yaml" || fail "the chart's config/ links do not resolve to the example files"
 ok "the chart's config/ links resolve to config/*.yaml; the checks below use a snapshot"
 chart=$snapshot
+# Only the values an install must set; the chart's defaults alone must fail (checked below).
+MINIMAL=(-f "$chart/ci/minimal-values.yaml")
 
 app_version=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$chart/Chart.yaml")
 crate_version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$repo/Cargo.toml" | head -1)
@@ -183,15 +189,12 @@ crate_version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$repo/Cargo.toml" | head -
 ok "Chart.yaml appVersion $app_version = Cargo.toml version (the default image tag)"
 
 step "helm lint --strict"
-for values in "" "$chart/ci/full-values.yaml"; do
-  args=()
-  [[ -n "$values" ]] && args=(-f "$values")
+for values in "$chart"/ci/{minimal,full,variant}-values.yaml; do
   for kv in "${KUBE_VERSIONS[@]}"; do
-    helmq lint --strict --kube-version "$kv" "$chart" "${args[@]}" >"$out/lint.txt" 2>&1 \
-      || { cat "$out/lint.txt" >&2; fail "helm lint --strict ${values:-(default values)} (Kubernetes $kv)"; }
+    helmq lint --strict --kube-version "$kv" "$chart" -f "$values" >"$out/lint.txt" 2>&1 \
+      || { cat "$out/lint.txt" >&2; fail "helm lint --strict $values (Kubernetes $kv)"; }
   done
-  label=${values#"$chart/"}
-  ok "lint ${label:-default values}"
+  ok "lint ${values#"$chart/"}"
 done
 
 step "helm template + kubeconform -strict"
@@ -200,9 +203,8 @@ schema_args=(
   -schema-location "$crd_schemas/{{ .ResourceKind }}-{{ .Group }}-{{ .ResourceAPIVersion }}.json"
 )
 renderings=()
-for name in default full; do
-  args=()
-  [[ $name == full ]] && args=(-f "$chart/ci/full-values.yaml")
+for name in minimal full variant; do
+  args=(-f "$chart/ci/$name-values.yaml")
   for kv in "${KUBE_VERSIONS[@]}"; do
     file="$out/$name-$kv.yaml"
     helmq template turnstile "$chart" --namespace turnstile --kube-version "$kv" \
@@ -223,12 +225,60 @@ helmq template turnstile "$chart" --namespace turnstile -f "$chart/ci/full-value
   || { cat "$out/kubeconform.txt" >&2; fail "kubeconform -strict (full values, no --api-versions)"; }
 ok "full values without --api-versions: $(tail -1 "$out/kubeconform.txt")"
 
+step "deploy/monitoring/alerts.yaml = the chart's rules for the default values"
+# The plain rules file promtool tests (scripts/check-monitoring.sh) is the chart's rendering of
+# files/alerts.tmpl.yaml for release "turnstile" in namespace "prod" with the default values, so
+# the tests exercise exactly what the chart installs. WRITE_ALERTS=1 rewrites it.
+helmq template turnstile "$chart" --namespace prod --api-versions monitoring.coreos.com/v1 \
+  "${MINIMAL[@]}" --set monitoring.prometheusRule.enabled=true \
+  --set monitoring.prometheusRule.runbookBaseUrl="$PLAIN_RUNBOOK_URL" \
+  --show-only templates/prometheusrule.yaml >"$out/plain-rule.yaml" \
+  || fail "helm template of the PrometheusRule for deploy/monitoring/alerts.yaml"
+"$py" - "$out/plain-rule.yaml" "$repo/deploy/monitoring/alerts.yaml" "${WRITE_ALERTS:-0}" <<'EOF' \
+  || fail "deploy/monitoring/alerts.yaml is not the chart's rendering: run WRITE_ALERTS=1 bash scripts/check-deploy.sh"
+import sys, yaml
+rendered, plain, write = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+groups = next(d for d in yaml.safe_load_all(open(rendered)) if d)["spec"]["groups"]
+
+
+class Dumper(yaml.SafeDumper):
+    pass
+
+
+def text(dumper, value):
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+Dumper.add_representer(str, text)
+header = (
+    "# GENERATED from helm/turnstile/files/alerts.tmpl.yaml by scripts/check-deploy.sh\n"
+    "# (WRITE_ALERTS=1): the chart's PrometheusRule rules for release \"turnstile\" in namespace\n"
+    "# \"prod\" with the default values. A plain Prometheus rules file: edit the namespace/job\n"
+    "# matchers and runbook URLs for your set-up, or install the chart's PrometheusRule.\n"
+    "# Tested by deploy/monitoring/alerts.test.yaml (scripts/check-monitoring.sh).\n"
+)
+body = header + yaml.dump({"groups": groups}, Dumper=Dumper, sort_keys=False, width=100,
+                          allow_unicode=True)
+if write:
+    open(plain, "w").write(body)
+    print(f"   wrote {plain}")
+    sys.exit(0)
+try:
+    current = yaml.safe_load(open(plain))
+except FileNotFoundError:
+    sys.exit(f"   {plain} is missing")
+if current != {"groups": groups}:
+    sys.exit(f"   {plain} differs from the chart's rendering")
+EOF
+ok "deploy/monitoring/alerts.yaml is the chart's rendering (release turnstile, namespace prod)"
+
 step "assertions on the rendered objects"
 "$py" "$repo/scripts/check_deploy_assert.py" "$repo" "$chart" "$out/full-no-apis.yaml" "${renderings[@]}" \
   || fail "assertions on the rendered objects"
 
 checksum() {
-  helmq template turnstile "$chart" --show-only templates/statefulset.yaml "$@" \
+  helmq template turnstile "$chart" --show-only templates/statefulset.yaml "${MINIMAL[@]}" "$@" \
     | grep -o 'checksum/config: [0-9a-f]*' || fail "no checksum/config annotation"
 }
 base=$(checksum)
@@ -237,9 +287,11 @@ base=$(checksum)
   || fail "checksum/config does not change with config.agents"
 [[ "$(checksum --set config.bundledProfiles=llm)" != "$base" ]] \
   || fail "checksum/config does not change with the profiles file"
-ok "checksum/config is stable, and changes with the agents or the profiles file (pods roll)"
+[[ "$(checksum --set image.tag=9.9.9 --set commonLabels.team=x)" == "$base" ]] \
+  || fail "checksum/config changes with the ConfigMap's labels (version, commonLabels): a chart or image bump alone would restart every pod"
+ok "checksum/config is stable, changes with the agents or the profiles file (pods roll), not with labels or versions"
 
-helmq template turnstile "$chart" --set replicaCount=13 >/dev/null \
+helmq template turnstile "$chart" "${MINIMAL[@]}" --set replicaCount=13 >/dev/null \
   || fail "replicaCount above kafka.partitions must render (idle standbys are ready since 2ea8941)"
 ok "replicaCount 13 > 12 partitions renders (the extra worker stands by)"
 
@@ -251,25 +303,51 @@ printf '%s\n' 'apiVersion: v1' 'kind: ConfigMap' 'metadata: {name: notes-check}'
   '    {{- tpl (.Files.Get "notes-check.txt") . | nindent 4 }}' >"$notes_chart/templates/notes-check.yaml"
 for args in "" "-f $chart/ci/full-values.yaml ${API_VERSIONS[*]}" "--set replicaCount=13 --set kafka.tls.enabled=true --set kafka.tls.existingSecret=x"; do
   # shellcheck disable=SC2086
-  helmq template turnstile "$notes_chart" --show-only templates/notes-check.yaml $args >"$out/notes.txt" \
+  helmq template turnstile "$notes_chart" --show-only templates/notes-check.yaml "${MINIMAL[@]}" $args >"$out/notes.txt" \
     || fail "NOTES.txt does not render (${args:-default values})"
   grep -q 'is deployed as StatefulSet' "$out/notes.txt" || fail "NOTES.txt rendered empty (${args:-default values})"
 done
-grep -q 'stand by' "$out/notes.txt" && grep -q 'OpenSSL' "$out/notes.txt" \
-  || fail "NOTES.txt lacks the idle-standby or the Kafka TLS note"
-ok "NOTES.txt renders (default, full, and with its warnings)"
+grep -q 'stand by' "$out/notes.txt" || fail "NOTES.txt lacks the idle-standby note"
+# The image's librdkafka has OpenSSL (rdkafka feature ssl): TLS users get no exit-70 warning.
+! grep -qiE 'exit|code 70|OpenSSL' "$out/notes.txt" || fail "NOTES.txt warns a Kafka TLS user of an exit the worker does not make"
+helmq template turnstile "$notes_chart" --show-only templates/notes-check.yaml "${MINIMAL[@]}" "${API_VERSIONS[@]}" \
+  --set autoscaling.enabled=true --set autoscaling.minReplicaCount=0 >"$out/notes.txt" \
+  || fail "NOTES.txt does not render (scale to zero)"
+grep -q 'kube-state-metrics' "$out/notes.txt" || fail "NOTES.txt lacks the scale-to-zero note"
+ok "NOTES.txt renders (minimal, full, idle standbys, scale to zero; no TLS exit warning)"
 
 step "renderings that must fail"
 must_fail() {
   local why=$1 expect=$2
   shift 2
-  if helmq template turnstile "$chart" "$@" >"$out/must-fail.txt" 2>&1; then
+  if helmq template turnstile "$chart" "${MINIMAL[@]}" "$@" >"$out/must-fail.txt" 2>&1; then
     fail "helm template succeeded, but must fail: $why ($*)"
   fi
   grep -q -- "$expect" "$out/must-fail.txt" \
     || { cat "$out/must-fail.txt" >&2; fail "$why: the error does not say '$expect'"; }
   ok "$why: $(grep -o "$expect.*" "$out/must-fail.txt" | head -1 | cut -c1-110)…"
 }
+# The chart's defaults alone: the required values are missing.
+if helmq template turnstile "$chart" >"$out/must-fail.txt" 2>&1; then
+  fail "helm template with the defaults alone succeeded: kafka.brokers and the other required values must be asked for"
+fi
+grep -q "kafka.brokers is required" "$out/must-fail.txt" || { cat "$out/must-fail.txt" >&2; fail "defaults alone: no 'kafka.brokers is required'"; }
+ok "the defaults alone: kafka.brokers is required…"
+must_fail "no brokers" "kafka.brokers is required" --set kafka.brokers=
+must_fail "no CQL contact points" "cql.contactPoints is required" --set cql.contactPoints=
+must_fail "no replication for a new keyspace" "migration.replication is required" --set migration.replication=
+must_fail "no tool base URL and no sidecar" "tools.baseUrl is required unless extraContainers" --set tools.baseUrl=
+must_fail "no agents file and no demo asked for" "config.agents is required" --set config.demoAgents=false
+must_fail "a full name over 52 characters" "may have at most 52" \
+  --set fullnameOverride=turnstile-customer-service-eu-west-production-blue-green
+must_fail "a long nameOverride making the full name too long" "may have at most 52" \
+  --set nameOverride=turnstile-worker-for-the-customer-service-assistants-eu
+must_fail "one rack and a per-pod rack" "exclude each other" \
+  --set kafka.clientRack=a --set kafka.clientRackFromPodLabel=topology.kubernetes.io/zone
+must_fail "ServiceMonitor and PodMonitor" "exclude each other" "${API_VERSIONS[@]}" \
+  --set monitoring.serviceMonitor.enabled=true --set monitoring.podMonitor.enabled=true
+must_fail "an unknown PDB eviction policy (schema)" "unhealthyPodEvictionPolicy" \
+  --set podDisruptionBudget.unhealthyPodEvictionPolicy=Sometimes
 must_fail "maxReplicaCount > partitions" "exceeds kafka.partitions" \
   "${API_VERSIONS[@]}" --set autoscaling.enabled=true --set kafka.partitions=4 --set autoscaling.maxReplicaCount=5
 must_fail "full values with maxReplicaCount > partitions" "exceeds kafka.partitions" \
@@ -285,6 +363,15 @@ must_fail "TLS without a Secret" "kafka.tls.enabled needs kafka.tls.existingSecr
 must_fail "unknown value (schema)" "Additional property replicas is not allowed" --set replicas=2
 must_fail "unknown session-control setting (schema)" "sessionControl" --set sessionControl.SESSION_TIMEOUT=5
 must_fail "Kubernetes older than kubeVersion" "kubeVersion" --kube-version 1.26.0
+must_fail "PrometheusRule without a runbook base URL" "runbookBaseUrl must be an absolute" \
+  "${API_VERSIONS[@]}" --set monitoring.prometheusRule.enabled=true
+must_fail "PrometheusRule with a relative runbook URL" "runbookBaseUrl must be an absolute" \
+  "${API_VERSIONS[@]}" --set monitoring.prometheusRule.enabled=true \
+  --set monitoring.prometheusRule.runbookBaseUrl=docs/operations.md
+must_fail "latency threshold not a bucket bound" "is not a bucket bound of turnstile_turn_age_seconds" \
+  "${API_VERSIONS[@]}" -f "$chart/ci/full-values.yaml" --set monitoring.prometheusRule.replyLatency.thresholdSeconds=20
+must_fail "latency objective of 1" "objective" \
+  "${API_VERSIONS[@]}" -f "$chart/ci/full-values.yaml" --set monitoring.prometheusRule.replyLatency.objective=1
 
 step "rendered configuration through turnstile check-config"
 binary=""

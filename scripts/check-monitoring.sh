@@ -1,23 +1,30 @@
 #!/usr/bin/env bash
 # Checks the monitoring files the Helm chart ships, against promtool and the metric catalogue:
-#   helm/turnstile/files/alerts.yaml     `promtool check rules`; every alert has summary,
-#                                        description and a runbook_url whose section exists in
-#                                        docs/operations.md
+#   deploy/monitoring/alerts.yaml        `promtool check rules`; every alert has summary,
+#                                        description, a severity, `for:` when critical, and an
+#                                        absolute runbook_url whose section exists in
+#                                        docs/operations.md; every selector is scoped to the
+#                                        release (namespace and job matchers)
 #   deploy/monitoring/alerts.test.yaml   `promtool test rules`; every alert has a case where it
 #                                        fires and one where it stays quiet
 #   helm/turnstile/files/dashboard.json  every query parsed by promtool (written as recording
 #                                        rules into a temporary rules file); datasource only
-#                                        through the ${datasource} variable
+#                                        through the ${datasource} variable; a `pod` variable
+#                                        (All lists the release's pods), and every cAdvisor /
+#                                        kube-state-metrics query filtered by namespace and pod
 # and every metric name in an alert, a panel or a dashboard variable is in the catalogue of
 # src/telemetry.rs (`pub const …: &str = "turnstile_…"`; histograms also with _bucket, _sum,
-# _count). Any problem fails the script (exit 1) with what and where.
+# _count) or in the short list of cAdvisor / kube-state-metrics series below (EXTERNAL). Any
+# problem fails the script (exit 1) with what and where. deploy/monitoring/alerts.yaml is the
+# chart's rendering of helm/turnstile/files/alerts.tmpl.yaml (scripts/check-deploy.sh keeps the
+# two in step).
 #
 # Usage: bash scripts/check-monitoring.sh        (PROMTOOL=/path/to/promtool to choose one)
 # Needs: promtool (Debian: apt-get install --no-install-recommends prometheus), python3 + PyYAML.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-RULES=helm/turnstile/files/alerts.yaml
+RULES=deploy/monitoring/alerts.yaml
 TESTS=deploy/monitoring/alerts.test.yaml
 DASHBOARD=helm/turnstile/files/dashboard.json
 CATALOGUE=src/telemetry.rs
@@ -79,6 +86,19 @@ for c in re.findall(r"describe_(?:counter|gauge|histogram)!\(\s*(\w+)", source):
         problem(f"{catalogue_path}: describe_* of {c}, which is not a catalogue constant")
 known = set(consts.values())
 known |= {h + suffix for h in histograms for suffix in ("_bucket", "_sum", "_count")}
+# Standard Kubernetes series the dashboard and the readiness alert read, by name: cAdvisor
+# (kubelet) container metrics and kube-state-metrics. Anything else outside the catalogue fails.
+EXTERNAL = {
+    "container_cpu_usage_seconds_total",
+    "container_memory_working_set_bytes",
+    "container_cpu_cfs_throttled_periods_total",
+    "container_cpu_cfs_periods_total",
+    "kube_pod_container_status_restarts_total",
+    "kube_pod_container_resource_requests",
+    "kube_pod_container_resource_limits",
+    "kube_statefulset_replicas",
+}
+known |= EXTERNAL
 
 # --- Metric names in a PromQL expression --------------------------------------------------------
 KEYWORDS = {
@@ -165,8 +185,17 @@ for group in rules.get("groups") or []:
             problem(f"{where}: runbook_url `{url}`: {runbooks_path} has no heading with anchor #{m.group(1)}")
         elif m.group(1) != name.lower():
             problem(f"{where}: runbook_url anchor #{m.group(1)} is not the alert's own section #{name.lower()}")
-        if "severity" not in (rule.get("labels") or {}):
+        severity = (rule.get("labels") or {}).get("severity")
+        if not severity:
             problem(f"{where}: no `severity` label")
+        if severity == "critical" and not rule.get("for"):
+            problem(f"{where}: a critical alert without `for:` pages on a single evaluation")
+        if not re.match(r"https?://", url):
+            problem(f"{where}: runbook_url `{url}` is not absolute (a pager opens it)")
+        expr = rule.get("expr", "")
+        for name, labels in re.findall(r'\b(turnstile_[a-z0-9_]+)(\{[^}]*\})?', expr):
+            if 'namespace="' not in labels or 'job="' not in labels:
+                problem(f"{where}: `{name}` is not scoped to one release (namespace=\"…\", job=\"…\")")
 if len(set(alerts)) != len(alerts):
     problem(f"{rules_path}: an alert name is used twice: {sorted(alerts)}")
 
@@ -216,6 +245,10 @@ def walk(node, path="$"):
 
 walk(dashboard)
 variables = {v.get("name"): v for v in dashboard.get("templating", {}).get("list", [])}
+if "pod" not in variables or "instance" in variables:
+    problem(f"{dashboard_path}: the worker variable must be `pod` (not `instance`)")
+elif variables["pod"].get("allValue"):
+    problem(f"{dashboard_path}: variable `pod` has an allValue: All must list the release's pods")
 if variables.get("datasource", {}).get("type") != "datasource":
     problem(f"{dashboard_path}: no `datasource` variable of type datasource in templating")
 
@@ -246,6 +279,10 @@ for p in panels(dashboard.get("panels") or []):
             problem(f"{where}: empty expr")
             continue
         check_names(where, expr)
+        # Kubernetes series carry no job label: only the pod variable keeps them to the release.
+        for name, labels in re.findall(r"\b((?:container|kube)_[a-z0-9_]+)(\{[^}]*\})?", expr):
+            if 'pod=~"$pod"' not in labels or 'namespace=~"$namespace"' not in labels:
+                problem(f"{where}: `{name}` is not filtered by namespace=~\"$namespace\" and pod=~\"$pod\"")
         checks.append((f"dashboard:panel_{pid}:{t.get('refId')}", promql(expr), where))
 for name, v in variables.items():
     if v.get("type") != "query":

@@ -12,8 +12,9 @@ worker needs:
 - the KEDA ScaledObject targets the StatefulSet and reads the worker's own topic, group, brokers
   and offset reset policy (auto.offset.reset as the worker's sources set it), with maxReplicaCount
   at most kafka.partitions, and its TriggerAuthentication uses the same Secrets as the pods;
-- the ServiceMonitor selects the Service's port; the PrometheusRule carries files/alerts.yaml's
-  groups; the dashboard ConfigMap (when files/dashboard.json exists) is labelled
+- the ServiceMonitor selects the Service's port; the PrometheusRule has the alerts of
+  deploy/monitoring/alerts.yaml (the chart's rendering for the default values), every selector
+  scoped to this release's namespace and job, runbook URLs under the values' base URL; the dashboard ConfigMap (when files/dashboard.json exists) is labelled
   grafana_dashboard: "1" and holds that JSON; none of the monitoring objects renders without the
   monitoring.coreos.com/v1 API;
 - the migration Job is a pre-install/pre-upgrade hook running `turnstile migrate` with flags that
@@ -74,7 +75,16 @@ worker_offset_reset = resets.pop() if len(resets) == 1 else None
 migrate_rs = read("src/cli/migrate.rs")
 migrate_flags = {"--" + f.replace("_", "-") for f in re.findall(r"pub ([a-z_]+): ", migrate_rs)}
 
-alerts_path = os.path.join(chart, "files", "alerts.yaml")
+# The bucket bounds the chart accepts as a latency threshold are the worker's turn age buckets.
+telemetry_rs = read("src/telemetry.rs")
+m = re.search(r"TURN_AGE_BUCKETS_SECONDS: &\[f64\] = &\[(.*?)\];", telemetry_rs, re.S)
+worker_buckets = [f"{float(x):g}" for x in re.findall(r"[0-9.]+", m.group(1))] if m else []
+helpers = open(os.path.join(chart, "templates", "_helpers.tpl")).read()
+m = re.search(r'\$buckets := list ((?:"[0-9.]+" ?)+)', helpers)
+chart_buckets = re.findall(r'"([0-9.]+)"', m.group(1)) if m else None
+check(worker_buckets and chart_buckets == worker_buckets,
+      f"_helpers.tpl turn age buckets {chart_buckets} = src/telemetry.rs {worker_buckets}")
+alerts_path = os.path.join(repo, "deploy", "monitoring", "alerts.yaml")
 dashboard_path = os.path.join(chart, "files", "dashboard.json")
 alerts = yaml.safe_load(open(alerts_path)) if os.path.exists(alerts_path) else None
 dashboard = open(dashboard_path).read() if os.path.exists(dashboard_path) else None
@@ -97,19 +107,17 @@ def one(docs, kind, label):
 for name, kube_version, path in renderings:
     label = f"{name} values, Kubernetes {kube_version}"
     docs = load(path)
-    full = name == "full"
     values = yaml.safe_load(open(os.path.join(chart, "values.yaml")))
-    if full:
-        overlay = yaml.safe_load(open(os.path.join(chart, "ci", "full-values.yaml")))
+    overlay = yaml.safe_load(open(os.path.join(chart, "ci", f"{name}-values.yaml")))
 
-        def merge(a, b):
-            for k, v in b.items():
-                if isinstance(v, dict) and isinstance(a.get(k), dict):
-                    merge(a[k], v)
-                else:
-                    a[k] = v
+    def merge(a, b):
+        for k, v in b.items():
+            if isinstance(v, dict) and isinstance(a.get(k), dict):
+                merge(a[k], v)
+            else:
+                a[k] = v
 
-        merge(values, overlay)
+    merge(values, overlay)
 
     check(not by_kind(docs, "Secret"), f"{label}: the chart must never create a Secret")
     sts = one(docs, "StatefulSet", label)
@@ -148,6 +156,8 @@ for name, kube_version, path in renderings:
     port_names = {p["name"] for p in c["ports"]}
     for probe, want in (("startupProbe", "/readyz"), ("readinessProbe", "/readyz"),
                         ("livenessProbe", "/healthz")):
+        if probe not in c:
+            continue  # switched off (probes.*.enabled); checked against the values below
         get = c.get(probe, {}).get("httpGet", {})
         check(get.get("path") == want and get.get("port") in port_names,
               f"{label}: {probe} on {want} at a container port")
@@ -180,7 +190,7 @@ for name, kube_version, path in renderings:
           f"{label}: config ConfigMap with agents.yaml and profiles.yaml")
     for var in ("TURNSTILE_CONFIG", "TURNSTILE_PROFILES"):
         check(env[var]["value"] in mounts, f"{label}: {var} is a mounted file")
-    if not values["config"]["agents"]:
+    if not values["config"]["agents"] and values["config"]["demoAgents"]:
         check(cms[cfg_cm]["data"]["agents.yaml"].strip() == open(os.path.join(chart, "config", "agents.example.yaml")).read().strip(),
               f"{label}: default agents.yaml = config/agents.example.yaml")
 
@@ -204,10 +214,74 @@ for name, kube_version, path in renderings:
             refs.add(v["secret"]["secretName"])
     check(refs == allowed, f"{label}: secret references {sorted(refs)} = existingSecret values {sorted(allowed)}")
 
+    # Names that fit: a StatefulSet's pods get a controller-revision-hash label of name + 11.
+    check(len(sts["metadata"]["name"]) <= 52, f"{label}: StatefulSet name at most 52 characters")
+    for d in docs:
+        check(len(d["metadata"]["name"]) <= 63, f"{label}: {d['kind']} name at most 63 characters")
+
+    # Exact numbers: every number reaches the worker as digits, never in exponent form.
+    for e in c["env"]:
+        check(not re.fullmatch(r"-?[0-9.]+e[+-][0-9]+", str(e.get("value", ""))),
+              f"{label}: {e['name']}={e.get('value')} is in exponent form")
+    for key, v in values["sessionControl"].items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and float(v).is_integer():
+            check(env.get(key, {}).get("value") == str(int(v)),
+                  f"{label}: sessionControl {key} renders as {int(v)} (got {env.get(key)})")
+
+    # Sidecars, init containers and extra volumes as given; tools reachable.
+    names = [x["name"] for x in pod["containers"][1:]]
+    check(names == [x["name"] for x in values["extraContainers"]], f"{label}: extraContainers {names}")
+    check([x["name"] for x in pod.get("initContainers", [])] == [x["name"] for x in values["initContainers"]],
+          f"{label}: initContainers")
+    for v in values["extraVolumes"]:
+        check(v["name"] in vols, f"{label}: extra volume {v['name']}")
+    check("TURNSTILE_TOOLS_BASE_URL" in env or values["extraContainers"],
+          f"{label}: tools.baseUrl set, or a sidecar declared")
+
+    # client.rack: one value, or each pod's own label.
+    rack = env.get("TURNSTILE_KAFKA_CLIENT_RACK")
+    if values["kafka"]["clientRackFromPodLabel"]:
+        check(rack and rack.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
+              == f"metadata.labels['{values['kafka']['clientRackFromPodLabel']}']",
+              f"{label}: client.rack from the pod label {values['kafka']['clientRackFromPodLabel']}")
+    else:
+        check((rack or {}).get("value", "") == values["kafka"]["clientRack"],
+              f"{label}: client.rack = kafka.clientRack")
+
+    # Probes as configured (the endpoint fixed).
+    for probe, key in (("startupProbe", "startup"), ("readinessProbe", "readiness"), ("livenessProbe", "liveness")):
+        want = {k: v for k, v in values["probes"][key].items() if k != "enabled"}
+        if not values["probes"][key]["enabled"]:
+            want = {}
+        got = {k: v for k, v in c.get(probe, {}).items() if k != "httpGet"}
+        check(got == want, f"{label}: {probe} = probes.{key} ({got} != {want})")
+
+    # NetworkPolicy.
+    nps = by_kind(docs, "NetworkPolicy")
+    np_values = values["networkPolicy"]
+    check(len(nps) == (1 if np_values["enabled"] else 0), f"{label}: NetworkPolicy iff enabled")
+    for np in nps:
+        ing = np["spec"]["ingress"]
+        check(len(ing) == 1 and ing[0]["ports"] == [{"port": "metrics", "protocol": "TCP"}]
+              and ing[0].get("from", []) == np_values["from"],
+              f"{label}: NetworkPolicy admits only the metrics port from networkPolicy.from")
+        check(np["spec"]["podSelector"]["matchLabels"].items() <= spec["template"]["metadata"]["labels"].items(),
+              f"{label}: NetworkPolicy selects the pods")
+        check(("Egress" in np["spec"]["policyTypes"]) == bool(np_values["egress"]),
+              f"{label}: egress restricted iff networkPolicy.egress")
+
     # PDB.
     pdb = one(docs, "PodDisruptionBudget", label)
+    pdb_values = values["podDisruptionBudget"]
     if pdb:
-        check(pdb["spec"].get("maxUnavailable") == 1, f"{label}: PDB maxUnavailable 1")
+        if pdb_values["minAvailable"] is None:
+            check(pdb["spec"].get("maxUnavailable") == pdb_values["maxUnavailable"],
+                  f"{label}: PDB maxUnavailable {pdb_values['maxUnavailable']}")
+        else:
+            check(pdb["spec"].get("minAvailable") == pdb_values["minAvailable"]
+                  and "maxUnavailable" not in pdb["spec"], f"{label}: PDB minAvailable")
+        check(pdb["spec"].get("unhealthyPodEvictionPolicy") == (pdb_values["unhealthyPodEvictionPolicy"] or None),
+              f"{label}: PDB unhealthyPodEvictionPolicy {pdb_values['unhealthyPodEvictionPolicy']}")
         check(pdb["spec"]["selector"]["matchLabels"].items() <= spec["template"]["metadata"]["labels"].items(),
               f"{label}: PDB selects the pods")
 
@@ -228,6 +302,21 @@ for name, kube_version, path in renderings:
         check(m["offsetResetPolicy"] == worker_offset_reset,
               f"{label}: offsetResetPolicy {m['offsetResetPolicy']} = the worker's auto.offset.reset {worker_offset_reset}")
         check(int(m["lagThreshold"]) >= 1 and int(m["activationLagThreshold"]) >= 0, f"{label}: lag thresholds")
+        a = values["autoscaling"]
+        for key in ("limitToPartitionsWithLag", "excludePersistentLag"):
+            check(m.get(key) == ("true" if a[key] else None), f"{label}: trigger {key} = autoscaling.{key}")
+        behavior = s["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+        if a["behavior"]:
+            check(behavior == a["behavior"], f"{label}: HPA behavior = autoscaling.behavior")
+        else:
+            check(behavior["scaleDown"]["stabilizationWindowSeconds"] == a["scaleDownStabilizationSeconds"],
+                  f"{label}: default scale-down stabilisation")
+        ann = so["metadata"].get("annotations", {})
+        check(ann.get("autoscaling.keda.sh/paused") == ("true" if a["paused"] else None),
+              f"{label}: paused annotation iff autoscaling.paused")
+        check(ann.get("autoscaling.keda.sh/paused-replicas")
+              == (None if a["pausedReplicas"] is None else str(a["pausedReplicas"])),
+              f"{label}: paused-replicas annotation = autoscaling.pausedReplicas")
         auths = {a["metadata"]["name"]: a for a in by_kind(docs, "TriggerAuthentication")}
         if "authenticationRef" in t:
             ta = auths.get(t["authenticationRef"]["name"])
@@ -250,15 +339,36 @@ for name, kube_version, path in renderings:
               f"{label}: ServiceMonitor selects the Service")
         check(sm["spec"]["endpoints"][0]["port"] in {p["name"] for p in svc["spec"]["ports"]},
               f"{label}: ServiceMonitor port is a Service port")
+    pms = by_kind(docs, "PodMonitor")
+    check(len(pms) == (1 if mon["podMonitor"]["enabled"] else 0), f"{label}: PodMonitor iff enabled")
+    for pm in pms:
+        check(pm["spec"]["selector"]["matchLabels"].items() <= spec["template"]["metadata"]["labels"].items(),
+              f"{label}: PodMonitor selects the pods")
+        ep = pm["spec"]["podMetricsEndpoints"][0]
+        check(ep["port"] in port_names, f"{label}: PodMonitor port is a container port")
+        check({"action": "replace", "targetLabel": "job", "replacement": mon.get("job") or sts["metadata"]["name"]}
+              in ep.get("relabelings", []), f"{label}: PodMonitor sets job to what the alerts match")
     prs = by_kind(docs, "PrometheusRule")
     check(len(prs) == (1 if mon["prometheusRule"]["enabled"] and alerts else 0),
-          f"{label}: PrometheusRule iff enabled and files/alerts.yaml exists")
+          f"{label}: PrometheusRule iff enabled")
     for pr in prs:
-        got = [(g["name"], [(r.get("alert") or r.get("record"), r["expr"]) for r in g["rules"]])
+        got = [(g["name"], [r.get("alert") or r.get("record") for r in g["rules"]])
                for g in pr["spec"]["groups"]]
-        want = [(g["name"], [(r.get("alert") or r.get("record"), r["expr"]) for r in g["rules"]])
+        want = [(g["name"], [r.get("alert") or r.get("record") for r in g["rules"]])
                 for g in alerts["groups"]]
-        check(got == want, f"{label}: PrometheusRule groups = files/alerts.yaml groups")
+        check(got == want, f"{label}: PrometheusRule alerts = deploy/monitoring/alerts.yaml alerts")
+        job = values["monitoring"].get("job") or sts["metadata"]["name"]
+        scope = f'namespace="{pr["metadata"]["namespace"]}", job="{job}"'
+        base = values["monitoring"]["prometheusRule"]["runbookBaseUrl"]
+        for g in pr["spec"]["groups"]:
+            for r in g["rules"]:
+                names = re.findall(r"\b(turnstile_[a-z0-9_]+)(\{[^}]*\})?", r["expr"])
+                check(names and all(sel.startswith("{" + scope) for _, sel in names),
+                      f"{label}: {r.get('alert')}: every selector starts with {{{scope}")
+                check(r["annotations"]["runbook_url"] == f"{base}#{r['alert'].lower()}",
+                      f"{label}: {r.get('alert')}: runbook_url = runbookBaseUrl + its anchor")
+                check(r["labels"]["severity"] != "critical" or r.get("for"),
+                      f"{label}: {r.get('alert')}: a critical alert has `for:`")
     dash = [d for d in by_kind(docs, "ConfigMap") if d["metadata"].get("labels", {}).get("grafana_dashboard")]
     check(len(dash) == (1 if mon["grafanaDashboard"]["enabled"] and dashboard else 0),
           f"{label}: dashboard ConfigMap iff enabled and files/dashboard.json exists")

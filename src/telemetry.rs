@@ -29,6 +29,13 @@ pub const TURNS_TOTAL: &str = "turnstile_turns_total";
 pub const TURN_DURATION_SECONDS: &str = "turnstile_turn_duration_seconds";
 pub const TURNS_IN_FLIGHT: &str = "turnstile_turns_in_flight";
 pub const PARTITION_LAG: &str = "turnstile_partition_lag";
+/// Broker-side lag (high watermark minus committed offset) of each held partition.
+pub const CONSUMER_LAG_RECORDS: &str = "turnstile_consumer_lag_records";
+/// The committed offset of each held partition (-1: none yet): the stall alert watches it move.
+pub const CONSUMER_COMMITTED_OFFSET: &str = "turnstile_consumer_committed_offset";
+/// From the inbound record's Kafka timestamp to the commit of its outputs.
+pub const TURN_AGE_SECONDS: &str = "turnstile_turn_age_seconds";
+pub const PARTITION_BUFFER_CAPACITY_RECORDS: &str = "turnstile_partition_buffer_capacity_records";
 pub const COMMIT_DURATION_SECONDS: &str = "turnstile_commit_duration_seconds";
 pub const COMMIT_FAILURES_TOTAL: &str = "turnstile_commit_failures_total";
 pub const CHECKPOINT_LOAD_DURATION_SECONDS: &str = "turnstile_checkpoint_load_duration_seconds";
@@ -52,6 +59,11 @@ pub const IN_FLIGHT_PER_PARTITION_LIMIT: &str = "turnstile_in_flight_per_partiti
 /// Latency buckets in seconds for model, tool and turn histograms (5 ms … 30 s).
 pub const LATENCY_BUCKETS_SECONDS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0, 1.5, 2.5, 5.0, 10.0, 30.0,
+];
+/// Turn age buckets in seconds (50 ms … 10 min): a turn can wait minutes in Kafka behind a
+/// backlog, and the latency objective's threshold must be one of these bounds.
+pub const TURN_AGE_BUCKETS_SECONDS: &[f64] = &[
+    0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0,
 ];
 /// Store and commit buckets in seconds (0.5 ms … 5 s).
 pub const STORE_BUCKETS_SECONDS: &[f64] = &[
@@ -149,6 +161,29 @@ pub fn describe() {
         Unit::Count,
         "Records delivered to this worker and not finished yet, by partition (not the \
          broker-side lag: unfetched records are not counted)."
+    );
+    describe_gauge!(
+        CONSUMER_LAG_RECORDS,
+        Unit::Count,
+        "Records on the broker not yet committed, by partition held: the high watermark \
+         (read every TURNSTILE_LAG_INTERVAL_MS) minus the committed offset, as KEDA counts it."
+    );
+    describe_gauge!(
+        CONSUMER_COMMITTED_OFFSET,
+        Unit::Count,
+        "The committed offset of each partition held (-1 while none is committed)."
+    );
+    describe_histogram!(
+        TURN_AGE_SECONDS,
+        Unit::Seconds,
+        "Age of a turn when its outputs were committed, from the inbound record's Kafka \
+         timestamp: what the customer waited, time queued in Kafka included."
+    );
+    describe_gauge!(
+        PARTITION_BUFFER_CAPACITY_RECORDS,
+        Unit::Count,
+        "Records fetched and not started per partition at most before the partition is paused \
+         (TURNSTILE_MAX_BUFFERED_PER_PARTITION)."
     );
     describe_histogram!(
         COMMIT_DURATION_SECONDS,
@@ -250,6 +285,12 @@ pub fn record_in_flight_limits(process: usize, per_partition: usize) {
     gauge!(IN_FLIGHT_PER_PARTITION_LIMIT).set(per_partition as f64);
 }
 
+/// Exports the per-partition buffer cap, so the backlog alert compares
+/// `turnstile_partition_lag` with the configured cap instead of a copy of the default.
+pub fn record_buffer_capacity(per_partition: usize) {
+    gauge!(PARTITION_BUFFER_CAPACITY_RECORDS).set(per_partition as f64);
+}
+
 /// Records what the engine decided in one turn: transitions, events, fallbacks, diagnoses.
 pub fn record_outcome(outcome: &TurnOutcome) {
     for t in &outcome.transitions {
@@ -319,6 +360,7 @@ mod tests {
         metrics::with_local_recorder(&recorder, || {
             describe();
             record_in_flight_limits(10_000, 256);
+            record_buffer_capacity(1_000);
             register_alerted_series();
             gauge!(READY).set(1.0);
         });
@@ -326,6 +368,7 @@ mod tests {
         for line in [
             "turnstile_in_flight_limit 10000",
             "turnstile_in_flight_per_partition_limit 256",
+            "turnstile_partition_buffer_capacity_records 1000",
             "turnstile_ready 1",
             "# TYPE turnstile_in_flight_limit gauge",
             "# TYPE turnstile_ready gauge",
@@ -339,7 +382,12 @@ mod tests {
                 "no line `{line}` in:\n{text}"
             );
         }
-        for name in [READY, IN_FLIGHT_LIMIT, IN_FLIGHT_PER_PARTITION_LIMIT] {
+        for name in [
+            READY,
+            IN_FLIGHT_LIMIT,
+            IN_FLIGHT_PER_PARTITION_LIMIT,
+            PARTITION_BUFFER_CAPACITY_RECORDS,
+        ] {
             assert!(
                 text.lines()
                     .any(|l| l.starts_with(&format!("# HELP {name} "))),

@@ -1966,6 +1966,149 @@ async fn io5_a_worker_without_partitions_is_ready_once_it_joined() {
     eprintln!("io5 idle standby: {:?}", started.elapsed());
 }
 
+/// The lag and latency customers feel, from a worker process on one partition where a turn whose
+/// classifier call times out (5 s) holds the partition's low-water mark:
+/// - `turnstile_consumer_lag_records` is broker-side: while the slow turn runs, the quick turns
+///   of other conversations after it finish but nothing past it is committed, so the lag counts
+///   them all while `turnstile_partition_lag` (delivered, unfinished) counts only the few still
+///   running, and `turnstile_consumer_committed_offset` stands still; once all are committed the
+///   lag is 0 and the offset is the partition's end;
+/// - `turnstile_turn_age_seconds` runs from the record timestamp, so the slow conversation's next
+///   turns, quick to process but queued behind it, are old while their turn duration is short;
+/// - the buffer cap is exported as configured.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn io5_broker_lag_and_turn_age_behind_a_slow_turn() {
+    const OTHERS: usize = 20;
+    // A first turn committed before the rest, then the slow conversation's three, then the others.
+    const TOTAL: usize = 1 + 3 + OTHERS;
+    let started = Instant::now();
+    let fx = fixture("lag", 1).await;
+    out_of_scope_by_default(&fx.model, Duration::ZERO);
+    // The slow conversation's first turn: the classifier answers after the profile's 5 s timeout.
+    fx.model.set_timeout_delay(Duration::from_secs(6));
+    let slow = fx.session("slow");
+    let first = format!("{slow}-0");
+    fx.model
+        .set_turn_script(&first, &script(json!({"classifier": "timeout"})));
+    let listen = format!("127.0.0.1:{}", free_port());
+    let mut child = fx.spawn_child(
+        &fx.instance("lag"),
+        &[
+            ("TURNSTILE_LISTEN", listen.clone()),
+            ("TURNSTILE_LAG_INTERVAL_MS", "200".into()),
+            ("TURNSTILE_MAX_BUFFERED_PER_PARTITION", "1500".into()),
+        ],
+    );
+    let base = format!("http://{listen}");
+    wait_http(
+        &format!("{base}/readyz"),
+        200,
+        Duration::from_secs(60),
+        &child,
+    )
+    .await;
+    let scrape = || async {
+        http_get(&format!("{base}/metrics"))
+            .await
+            .unwrap_or_else(|e| panic!("GET /metrics: {e}"))
+            .1
+    };
+    let p0 = "partition=\"0\"";
+    let gauge = |m: &str, family: &str| series_value(m, family, p0);
+    // Offset 0 committed first, so the lag below is counted from a committed offset.
+    let warm = fx.session("warm");
+    fx.send_text("t1", &warm, &format!("{warm}-0"), "hello")
+        .await;
+    let deadline = Instant::now() + OUTPUT_TIMEOUT;
+    while gauge(&scrape().await, "turnstile_consumer_committed_offset") != Some(1.0) {
+        assert!(
+            Instant::now() < deadline,
+            "the first turn was not committed in time"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for i in 0..3 {
+        fx.send_text("t1", &slow, &format!("{slow}-{i}"), "hello")
+            .await;
+    }
+    for i in 0..OTHERS {
+        let session = fx.session(&format!("quick{i}"));
+        fx.send_text("t1", &session, &format!("{session}-0"), "hello")
+            .await;
+    }
+    // (broker-side lag, delivered-unfinished, committed offset) seen while the slow turn ran.
+    let mut behind: Option<(f64, f64, f64)> = None;
+    let deadline = Instant::now() + OUTPUT_TIMEOUT;
+    let metrics = loop {
+        let m = scrape().await;
+        let lag = gauge(&m, "turnstile_consumer_lag_records");
+        let delivered = gauge(&m, "turnstile_partition_lag");
+        let committed = gauge(&m, "turnstile_consumer_committed_offset");
+        if let (Some(l), Some(d), Some(c)) = (lag, delivered, committed) {
+            if l >= OTHERS as f64 && behind.is_none_or(|(best, _, _)| l > best) {
+                behind = Some((l, d, c));
+            }
+        }
+        if committed == Some(TOTAL as f64) && lag == Some(0.0) {
+            break m;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the worker did not commit all {TOTAL} turns with lag 0 in time:\n{m}\nlog:\n{}",
+            child.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let exit = child.terminate(Duration::from_secs(60));
+    assert!(exit.is_some_and(|s| s.success()), "clean stop: {exit:?}");
+    let (lag, delivered, committed) =
+        behind.expect("no scrape showed the quick turns as lag behind the slow one");
+    assert!(
+        committed == 1.0 && delivered <= 5.0,
+        "behind the slow turn the committed offset stands at its offset (1) and few turns are \
+         delivered and unfinished, while the broker-side lag counts every uncommitted record: \
+         lag {lag}, partition_lag {delivered}, committed {committed}"
+    );
+    let count = |family: &str| {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{family} ")))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+    };
+    let bucket = |family: &str, le: &str| series_value(&metrics, family, &format!("le=\"{le}\""));
+    assert_eq!(
+        count("turnstile_turn_age_seconds_count"),
+        Some(TOTAL as f64),
+        "every committed turn has an age:\n{metrics}"
+    );
+    // The slow conversation's three turns are older than 2.5 s when committed (the first took
+    // 5 s, the next two waited for it), though only the first took long to process.
+    assert_eq!(
+        bucket("turnstile_turn_age_seconds_bucket", "2.5"),
+        Some((OTHERS + 1) as f64),
+        "only the quick conversations' turns are younger than 2.5 s:\n{metrics}"
+    );
+    assert!(
+        bucket("turnstile_turn_duration_seconds_bucket", "2.5")
+            .is_some_and(|n| n >= (TOTAL - 1) as f64),
+        "the queued turns were quick to process (turn duration starts at dequeue):\n{metrics}"
+    );
+    assert_eq!(
+        bucket("turnstile_turn_age_seconds_bucket", "600"),
+        Some(TOTAL as f64),
+        "the age buckets reach 10 minutes:\n{metrics}"
+    );
+    assert_eq!(
+        count("turnstile_partition_buffer_capacity_records"),
+        Some(1500.0),
+        "the buffer cap is exported as configured:\n{metrics}"
+    );
+    eprintln!(
+        "io5 lag and turn age: {:?} (lag {lag} behind the slow turn, partition_lag {delivered})",
+        started.elapsed()
+    );
+}
+
 /// One series of a Prometheus scrape: the value of the line `family{labels}` (labels as
 /// written by the exporter, e.g. `reason="invalid_json"`), if there is one.
 fn series_value(metrics: &str, family: &str, labels: &str) -> Option<f64> {

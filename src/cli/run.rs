@@ -111,6 +111,13 @@ pub async fn run(args: Args) -> u8 {
             Matcher::Full(telemetry::COMMIT_DURATION_SECONDS.into()),
             telemetry::STORE_BUCKETS_SECONDS,
         )
+        // Full matches are tried before the prefix and suffix ones below.
+        .and_then(|b| {
+            b.set_buckets_for_metric(
+                Matcher::Full(telemetry::TURN_AGE_SECONDS.into()),
+                telemetry::TURN_AGE_BUCKETS_SECONDS,
+            )
+        })
         .and_then(|b| {
             b.set_buckets_for_metric(
                 Matcher::Prefix("turnstile_checkpoint_".into()),

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use metrics::{counter, gauge, histogram};
 use rdkafka::consumer::Consumer;
@@ -60,6 +60,8 @@ pub enum CommitCommand {
         offset: i64,
         turn_id: String,
         outputs: Vec<Output>,
+        /// The inbound record's timestamp; `None` for a turn a previous owner finished.
+        record_timestamp_ms: Option<i64>,
     },
     /// Commit now (revocation, shutdown); answers when done.
     Flush(std_mpsc::SyncSender<bool>),
@@ -80,6 +82,7 @@ struct Pending {
     offset: i64,
     turn_id: String,
     outputs: Vec<Output>,
+    record_timestamp_ms: Option<i64>,
 }
 
 pub struct Committer {
@@ -89,6 +92,9 @@ pub struct Committer {
     trackers: BTreeMap<i32, PartitionOffsets>,
     pending: BTreeMap<i32, Vec<Pending>>,
     last_committed: BTreeMap<i32, i64>,
+    /// The committed offset each held partition was assigned with (-1: none), until this
+    /// owner commits one of its own (`last_committed`).
+    assigned_at: BTreeMap<i32, i64>,
     marks: CommittedMarks,
     /// Suspended while transactions fail (a zombie fails them all), resumed on success.
     cache: Arc<CheckpointCache>,
@@ -109,6 +115,7 @@ impl Committer {
             trackers: BTreeMap::new(),
             pending: BTreeMap::new(),
             last_committed: BTreeMap::new(),
+            assigned_at: BTreeMap::new(),
             marks,
             cache,
         }
@@ -152,6 +159,8 @@ impl Committer {
     fn apply(&mut self, cmd: CommitCommand) -> Option<std_mpsc::SyncSender<bool>> {
         match cmd {
             CommitCommand::Assign(p, offsets) => {
+                // Before any delivery the mark is the committed offset (or -1).
+                self.assigned_at.insert(p, offsets.low_water_mark());
                 self.trackers.insert(p, offsets);
                 self.pending.remove(&p);
                 self.last_committed.remove(&p);
@@ -166,6 +175,7 @@ impl Committer {
                 offset,
                 turn_id,
                 outputs,
+                record_timestamp_ms,
             } => {
                 if let Some(t) = self.trackers.get_mut(&partition) {
                     t.complete(offset);
@@ -173,6 +183,7 @@ impl Committer {
                         offset,
                         turn_id,
                         outputs,
+                        record_timestamp_ms,
                     });
                 }
             }
@@ -182,6 +193,8 @@ impl Committer {
                     // The new owner reports this partition now; a frozen last value here would
                     // be counted twice in a sum over workers.
                     gauge!(telemetry::PARTITION_LAG, "partition" => p.to_string()).set(0.0);
+                    gauge!(telemetry::CONSUMER_LAG_RECORDS, "partition" => p.to_string()).set(0.0);
+                    self.assigned_at.remove(&p);
                     self.trackers.remove(&p);
                     self.pending.remove(&p);
                     self.last_committed.remove(&p);
@@ -194,11 +207,32 @@ impl Committer {
         None
     }
 
-    /// `turnstile_partition_lag`: delivered, unfinished records of each held partition.
+    /// Per held partition: `turnstile_partition_lag` (delivered, unfinished records), the
+    /// committed offset, and the broker-side lag against the last watermarks read.
     fn record_lag(&self) {
+        let watermarks = self
+            .consumer
+            .context()
+            .watermarks
+            .lock()
+            .map(|w| w.clone())
+            .unwrap_or_default();
         for (p, t) in &self.trackers {
-            gauge!(telemetry::PARTITION_LAG, "partition" => p.to_string())
+            let label = p.to_string();
+            gauge!(telemetry::PARTITION_LAG, "partition" => label.clone())
                 .set(t.in_progress() as f64);
+            let committed = self
+                .last_committed
+                .get(p)
+                .or_else(|| self.assigned_at.get(p))
+                .copied()
+                .unwrap_or(-1);
+            gauge!(telemetry::CONSUMER_COMMITTED_OFFSET, "partition" => label.clone())
+                .set(committed as f64);
+            if let Some(w) = watermarks.get(p) {
+                gauge!(telemetry::CONSUMER_LAG_RECORDS, "partition" => label)
+                    .set(broker_lag(w.high, w.low, committed) as f64);
+            }
         }
     }
 
@@ -247,6 +281,16 @@ impl Committer {
             Ok(()) => {
                 self.cache.resume();
                 // Drop what was published; remember the marks.
+                let now_ms = unix_millis();
+                let age = histogram!(telemetry::TURN_AGE_SECONDS);
+                for (p, i) in &batch {
+                    let stamp = self.pending.get(p).and_then(|l| l.get(*i));
+                    if let Some(secs) =
+                        stamp.and_then(|e| turn_age_seconds(now_ms, e.record_timestamp_ms))
+                    {
+                        age.record(secs);
+                    }
+                }
                 let mut by_partition: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
                 for (p, i) in batch {
                     by_partition.entry(p).or_default().push(i);
@@ -364,5 +408,53 @@ impl Committer {
                 Err((e, _)) => return Err(e),
             }
         }
+    }
+}
+
+/// Broker-side lag of a partition: records between the high watermark and the committed offset
+/// (KEDA's figure). With nothing committed the worker starts at the low watermark
+/// (`auto.offset.reset=earliest`), so that is where its lag starts too. Never negative: the
+/// watermarks are read every few seconds, the committed offset is current.
+pub fn broker_lag(high: i64, low: i64, committed: i64) -> i64 {
+    let from = if committed >= 0 { committed } else { low };
+    (high - from).max(0)
+}
+
+/// Seconds from the inbound record's Kafka timestamp to `now_ms` (its outputs' commit): what
+/// the customer waited, time queued in Kafka included. `None` without a timestamp (Kafka's -1);
+/// a record stamped ahead of this clock (skew) counts as 0.
+pub fn turn_age_seconds(now_ms: i64, record_timestamp_ms: Option<i64>) -> Option<f64> {
+    let stamp = record_timestamp_ms.filter(|t| *t >= 0)?;
+    Some((now_ms - stamp).max(0) as f64 / 1000.0)
+}
+
+fn unix_millis() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn broker_lag_counts_from_the_committed_offset_or_the_start() {
+        assert_eq!(broker_lag(1_000, 0, 990), 10);
+        assert_eq!(broker_lag(1_000, 0, 1_000), 0);
+        // Nothing committed: everything still on the broker is lag (offset reset earliest).
+        assert_eq!(broker_lag(1_000, 400, -1), 600);
+        // A committed offset newer than the last watermarks read is no negative lag.
+        assert_eq!(broker_lag(1_000, 0, 1_005), 0);
+    }
+
+    #[test]
+    fn turn_age_runs_from_the_record_timestamp() {
+        assert_eq!(turn_age_seconds(10_500, Some(10_000)), Some(0.5));
+        assert_eq!(turn_age_seconds(310_000, Some(10_000)), Some(300.0));
+        assert_eq!(turn_age_seconds(10_000, None), None);
+        assert_eq!(turn_age_seconds(10_000, Some(-1)), None);
+        assert_eq!(turn_age_seconds(10_000, Some(12_000)), Some(0.0));
     }
 }

@@ -38,6 +38,9 @@ pub struct WorkerConfig {
     /// How long shutdown and a revocation wait for in-flight turns.
     pub drain_budget: Duration,
     pub session_timeout: Duration,
+    /// How often the held partitions' high watermarks are read for
+    /// `turnstile_consumer_lag_records` (one ListOffsets request per partition).
+    pub lag_interval: Duration,
     /// `host:port` for `/metrics`, `/healthz`, `/readyz`.
     pub listen: String,
     /// Extra librdkafka settings (`TURNSTILE_KAFKA_<name with _ for .>`), e.g. security.
@@ -71,6 +74,7 @@ impl Default for WorkerConfig {
             commit_interval: Duration::from_millis(50),
             drain_budget: Duration::from_secs(8),
             session_timeout: Duration::from_secs(15),
+            lag_interval: Duration::from_secs(10),
             listen: "0.0.0.0:9464".into(),
             kafka_overrides: Vec::new(),
             #[cfg(feature = "harness")]
@@ -170,6 +174,7 @@ impl WorkerConfig {
             &mut c.session_timeout,
             6_000,
         );
+        millis("TURNSTILE_LAG_INTERVAL_MS", &mut c.lag_interval, 100);
         #[cfg(feature = "harness")]
         if let Some(v) = env("TURNSTILE_FAULT_ABORT_AFTER_SAVES").filter(|v| !v.trim().is_empty()) {
             match v.trim().parse::<u64>() {

@@ -3,9 +3,10 @@
 //! until the coordinator has drained and committed the revoked partitions (or the budget ends),
 //! so the partitions are released only after their finished turns are committed.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc as std_mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
@@ -55,12 +56,24 @@ pub enum ConsumerCommand {
     Resume(Vec<i32>),
 }
 
+/// The broker's offsets of one inbound partition, from librdkafka's statistics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Watermarks {
+    /// The high watermark: one past the last record written (KEDA's "latest offset").
+    pub high: i64,
+    /// The low watermark: the first record still on the broker (where `earliest` starts).
+    pub low: i64,
+}
+
 /// Rebalance callbacks, run on the consumer thread.
 pub struct WorkerContext {
     topic: String,
     events: mpsc::UnboundedSender<ConsumerEvent>,
     drain_budget: Duration,
     pub assigned: AtomicUsize,
+    /// The held partitions' watermarks, refreshed by [`watermark_loop`]; the committer reads
+    /// them to report the broker-side lag against the offsets it committed.
+    pub watermarks: Mutex<HashMap<i32, Watermarks>>,
 }
 
 impl ClientContext for WorkerContext {}
@@ -150,6 +163,7 @@ pub fn context(
         events,
         drain_budget,
         assigned: AtomicUsize::new(0),
+        watermarks: Mutex::new(HashMap::new()),
     }
 }
 
@@ -224,6 +238,60 @@ pub fn poll_loop(
                 .unwrap_or(true)
         {
             break;
+        }
+    }
+}
+
+/// Refreshes the watermarks of the held partitions every `interval` until `stop` is set, on a
+/// thread of its own: one ListOffsets round trip per partition, never on the poll or commit path.
+///
+/// Not librdkafka's statistics: their `consumer_lag` subtracts offsets this consumer committed,
+/// and the worker commits through its transactional producer (`send_offsets_to_transaction`),
+/// which the consumer never learns of; and their `hi_offset` comes from fetch responses, so it
+/// freezes while a partition is paused at its buffer cap, exactly when the lag matters.
+pub fn watermark_loop(
+    consumer: Arc<WorkerConsumer>,
+    topic: String,
+    stop: Arc<AtomicBool>,
+    interval: Duration,
+) {
+    const SLICE: Duration = Duration::from_millis(100);
+    while !stop.load(Ordering::Relaxed) {
+        let held = consumer
+            .assignment()
+            .map(|a| partitions_of(&a, &topic))
+            .unwrap_or_default();
+        let previous = consumer
+            .context()
+            .watermarks
+            .lock()
+            .map(|w| w.clone())
+            .unwrap_or_default();
+        let mut fresh = HashMap::with_capacity(held.len());
+        for p in held {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            match consumer.fetch_watermarks(&topic, p, Duration::from_secs(5)) {
+                Ok((low, high)) => {
+                    fresh.insert(p, Watermarks { high, low });
+                }
+                // Keep the last known value: a broker hiccup should not zero the lag.
+                Err(e) => {
+                    tracing::debug!(partition = p, error = %e, "Cannot read the watermarks.");
+                    if let Some(w) = previous.get(&p) {
+                        fresh.insert(p, *w);
+                    }
+                }
+            }
+        }
+        if let Ok(mut w) = consumer.context().watermarks.lock() {
+            *w = fresh;
+        }
+        let mut waited = Duration::ZERO;
+        while waited < interval && !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(SLICE.min(interval - waited));
+            waited += SLICE;
         }
     }
 }

@@ -32,6 +32,8 @@ pub(super) struct Finished {
     pub(super) key: String,
     pub(super) turn_id: String,
     pub(super) outputs: Vec<Output>,
+    /// The inbound record's Kafka timestamp: the start of `turnstile_turn_age_seconds`.
+    pub(super) record_timestamp_ms: Option<i64>,
     /// Lost the partition to a newer owner mid-turn: report nothing (IO-4).
     pub(super) fenced: bool,
     pub(super) outcome: &'static str,
@@ -154,6 +156,8 @@ where
                         offset: record.offset,
                         turn_id: String::new(),
                         outputs: Vec::new(),
+                        // Not this owner's turn: its age was counted when it was committed.
+                        record_timestamp_ms: None,
                     });
                     self.release_bytes(size);
                     return;
@@ -246,6 +250,7 @@ where
                 offset: f.offset,
                 turn_id: f.turn_id,
                 outputs: f.outputs,
+                record_timestamp_ms: f.record_timestamp_ms,
             });
         }
         self.finish_revocations();

@@ -115,6 +115,7 @@ where
     S: CheckpointStore + Send + Sync + 'static,
 {
     telemetry::record_in_flight_limits(config.max_in_flight, config.max_in_flight_per_partition);
+    telemetry::record_buffer_capacity(config.max_buffered_per_partition);
     telemetry::register_alerted_series();
     if let Some(partitions) = config.create_topics {
         topics::create_topics(&config.brokers, &config.topics, partitions)
@@ -181,6 +182,20 @@ where
             .spawn(move || {
                 consumer::poll_loop(consumer, topic, events_tx, cmd_rx, stop, bytes, max)
             })
+            .map_err(|e| WorkerError::Kafka(e.to_string()))?
+    };
+
+    // The broker-side lag's watermarks, on a thread of its own (a broker round trip each).
+    let watermark_thread = {
+        let (consumer, topic, stop) = (
+            consumer.clone(),
+            config.topics.inbound.clone(),
+            stop.clone(),
+        );
+        let interval = config.lag_interval;
+        std::thread::Builder::new()
+            .name("turnstile-watermarks".into())
+            .spawn(move || consumer::watermark_loop(consumer, topic, stop, interval))
             .map_err(|e| WorkerError::Kafka(e.to_string()))?
     };
 
@@ -261,6 +276,7 @@ where
         }
     });
     let _ = tokio::task::spawn_blocking(move || consumer_thread.join()).await;
+    let _ = tokio::task::spawn_blocking(move || watermark_thread.join()).await;
     answer_revocations.abort();
     drop(coordinator);
     drop(commit_tx);

@@ -81,6 +81,7 @@ where
         key,
         turn_id: String::new(),
         outputs: Vec::new(),
+        record_timestamp_ms: record.timestamp_ms,
         fenced: false,
         outcome: "fenced",
     };

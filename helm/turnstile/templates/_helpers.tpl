@@ -63,7 +63,7 @@ content in the chart archive).
 {{- define "turnstile.agentsYaml" -}}
 {{- if .Values.config.agents }}
 {{- .Values.config.agents }}
-{{- else }}
+{{- else if .Values.config.demoAgents }}
 {{- .Files.Get "config/agents.example.yaml" }}
 {{- end }}
 {{- end }}
@@ -112,6 +112,31 @@ StatefulSet, so every install, upgrade and `helm template` runs them.
 {{- $w := .Values.worker }}
 {{- $k := .Values.kafka }}
 {{- $a := .Values.autoscaling }}
+{{- $name := include "turnstile.fullname" . }}
+{{- if gt (len $name) 52 }}
+{{- fail (printf "the full name %q has %d characters; a StatefulSet's name may have at most 52 (its pods' controller-revision-hash label appends 11 characters to it, and a label value is at most 63), and the migration Job appends -migrate: choose a shorter release name or set fullnameOverride" $name (len $name)) }}
+{{- end }}
+{{- if not (trim $k.brokers) }}
+{{- fail "kafka.brokers is required: the Kafka bootstrap servers, comma-separated host:port (e.g. kafka-0.kafka:9092,kafka-1.kafka:9092)" }}
+{{- end }}
+{{- if not (trim .Values.cql.contactPoints) }}
+{{- fail "cql.contactPoints is required: the Cassandra / ScyllaDB nodes, comma-separated host:port (e.g. scylla-0.scylla:9042)" }}
+{{- end }}
+{{- if and .Values.migration.enabled (not (trim .Values.migration.replication)) }}
+{{- fail "migration.replication is required (it is fixed once the keyspace exists): e.g. \"{'class': 'NetworkTopologyStrategy', 'dc1': 3}\" with every datacenter named, or \"{'class': 'SimpleStrategy', 'replication_factor': 1}\" for a one-node test cluster" }}
+{{- end }}
+{{- if and (not .Values.tools.baseUrl) (not .Values.extraContainers) }}
+{{- fail "tools.baseUrl is required unless extraContainers declares the tool service as a sidecar: without either, tool endpoints given as paths go to the worker's default http://127.0.0.1:8081, where nothing listens" }}
+{{- end }}
+{{- if and (not .Values.config.agents) (not .Values.config.demoAgents) }}
+{{- fail "config.agents is required: your assistants, tenants and tools as YAML text (--set-file config.agents=agents.yaml); config.demoAgents=true installs the bundled demo domain instead" }}
+{{- end }}
+{{- if and $k.clientRack $k.clientRackFromPodLabel }}
+{{- fail "kafka.clientRack and kafka.clientRackFromPodLabel exclude each other: one rack for every pod, or each pod's own from its label" }}
+{{- end }}
+{{- if and .Values.monitoring.serviceMonitor.enabled .Values.monitoring.podMonitor.enabled }}
+{{- fail "monitoring.serviceMonitor.enabled and monitoring.podMonitor.enabled exclude each other: both would scrape every pod twice" }}
+{{- end }}
 {{- $grace := int .Values.terminationGracePeriodSeconds }}
 {{- $drain := int $w.drainBudgetMs }}
 {{- $margin := int .Values.shutdownMarginSeconds }}
@@ -144,4 +169,66 @@ StatefulSet, so every install, upgrade and `helm template` runs them.
 {{- if or (not (include "turnstile.agentsYaml" . | trim)) (not (include "turnstile.profilesYaml" . | trim)) }}
 {{- fail "the agents or profiles file is empty: set config.agents / config.profiles, or install the chart from a repository checkout or a `helm package` archive (the bundled examples in the chart's config/ are links to the repository's config/)" }}
 {{- end }}
+{{- end }}
+
+{{/*
+A number as written, never in exponent form: YAML numbers arrive as float64, and toString of
+1000000.0 is "1e+06". Whole numbers print as integers, others as Go's shortest exact decimal.
+*/}}
+{{- define "turnstile.number" -}}
+{{- $v := . }}
+{{- if or (kindIs "float64" $v) (kindIs "float32" $v) }}
+{{- if eq (float64 (int64 $v)) (float64 $v) }}{{ int64 $v }}{{ else }}{{ $v | toString | replace "e-0" "e-" | replace "e+0" "e+" }}{{ end }}
+{{- else }}{{ $v }}{{ end }}
+{{- end }}
+
+{{/*
+The job label of the workers' series: the Service's name (a ServiceMonitor's default job), which
+the PodMonitor sets too; monitoring.job overrides it for other scrape set-ups.
+*/}}
+{{- define "turnstile.job" -}}
+{{- .Values.monitoring.job | default (include "turnstile.fullname" .) }}
+{{- end }}
+
+{{/*
+files/alerts.tmpl.yaml with every ${name} replaced (see that file's header), as YAML text. Fails
+on an unknown placeholder, a bad threshold or a relative runbook URL.
+*/}}
+{{- define "turnstile.alertRules" -}}
+{{- $m := .Values.monitoring.prometheusRule }}
+{{- $text := .Files.Get "files/alerts.tmpl.yaml" }}
+{{- if not $text }}
+{{- fail "files/alerts.tmpl.yaml is missing from the chart" }}
+{{- end }}
+{{- if not (regexMatch "^https?://[^/]+/" ($m.runbookBaseUrl | default "")) }}
+{{- fail (printf "monitoring.prometheusRule.runbookBaseUrl must be an absolute http(s) URL of docs/operations.md (e.g. https://git.example.com/turnstile/blob/v%s/docs/operations.md), got %q: an alert's runbook link must open from a pager" .Chart.AppVersion ($m.runbookBaseUrl | default "")) }}
+{{- end }}
+{{- $buckets := list "0.05" "0.1" "0.25" "0.5" "1" "2.5" "5" "10" "15" "30" "60" "120" "300" "600" }}
+{{- $threshold := include "turnstile.number" $m.replyLatency.thresholdSeconds }}
+{{- if not (has $threshold $buckets) }}
+{{- fail (printf "monitoring.prometheusRule.replyLatency.thresholdSeconds %s is not a bucket bound of turnstile_turn_age_seconds (%s; src/telemetry.rs TURN_AGE_BUCKETS_SECONDS)" $threshold (join ", " $buckets)) }}
+{{- end }}
+{{- $objective := float64 $m.replyLatency.objective }}
+{{- if or (le $objective 0.0) (ge $objective 1.0) }}
+{{- fail (printf "monitoring.prometheusRule.replyLatency.objective must be between 0 and 1 (exclusive), got %v" $m.replyLatency.objective) }}
+{{- end }}
+{{- $ns := .Release.Namespace }}
+{{- $job := include "turnstile.job" . }}
+{{- $p := dict "scope" (printf "namespace=%q, job=%q" $ns $job) "statefulsetScope" (printf "namespace=%q, statefulset=%q" $ns (include "turnstile.fullname" .)) "release" (printf "%s/%s" $ns $job) "runbookBaseUrl" $m.runbookBaseUrl }}
+{{- range $alert, $params := $m.alerts }}
+{{- range $k, $v := $params }}
+{{- $_ := set $p (printf "%s.%s" $alert $k) (include "turnstile.number" $v) }}
+{{- end }}
+{{- end }}
+{{- range $k, $v := $m.replyLatency }}
+{{- $_ := set $p (printf "replyLatency.%s" $k) (include "turnstile.number" $v) }}
+{{- end }}
+{{- range $k, $v := $p }}
+{{- $text = replace (printf "${%s}" $k) (toString $v) $text }}
+{{- end }}
+{{- $left := regexFindAll "\\$\\{[^}]*\\}" $text -1 | uniq }}
+{{- if $left }}
+{{- fail (printf "files/alerts.tmpl.yaml: no value for %s (monitoring.prometheusRule.alerts / replyLatency)" (join ", " $left)) }}
+{{- end }}
+{{- $text }}
 {{- end }}
