@@ -690,6 +690,41 @@ pub fn recognise_with(text: &str, action_verbs: &[String]) -> Option<Confirmatio
     }
 }
 
+/// PR-6 for a longer message: its first clause plainly refuses (`melhor não, vou esperar`,
+/// `nope, I'll check with my wife first`) and no later clause affirms or names the action
+/// (`não, pode cancelar`, `no, change it` decide nothing): a refusal, always safe to act on. A
+/// question decides nothing. The engine asks only after the typed reading (`no, the zip is …`
+/// is a correction).
+pub fn refuses_first(text: &str, action_verbs: &[String]) -> bool {
+    const BREAKS: [char; 4] = [',', '.', ';', '!'];
+    let Some((head, rest)) = text.split_once(BREAKS) else {
+        return false;
+    };
+    if head.trim().is_empty() || rest.trim().is_empty() || text.contains(['?', '¿']) {
+        return false;
+    }
+    recognise(head) == Some(Confirmation::Deny)
+        && !rest
+            .split(BREAKS)
+            .any(|c| recognise_with(c, action_verbs) == Some(Confirmation::Affirm))
+        && !names_a_verb(rest, action_verbs)
+}
+
+/// Whether `text` holds one of the action verb phrases (`no, change it` is no refusal).
+fn names_a_verb(text: &str, action_verbs: &[String]) -> bool {
+    let verbs: Vec<Vec<String>> = action_verbs
+        .iter()
+        .filter_map(|v| clauses(v))
+        .filter_map(|c| c.into_iter().next())
+        .filter(|w| !w.is_empty())
+        .collect();
+    clauses(text).is_some_and(|cs| {
+        cs.iter().any(|c| {
+            (0..c.len()).any(|i| longest_verb(c.get(i..).unwrap_or(&[]), &verbs).is_some())
+        })
+    })
+}
+
 /// The length in words of the longest action verb phrase at the start of `rest`, if any.
 fn longest_verb(rest: &[String], verbs: &[Vec<String>]) -> Option<usize> {
     verbs
@@ -861,6 +896,33 @@ mod tests {
             ],
             Some(Confirmation::Affirm),
         );
+    }
+
+    #[test]
+    fn a_refusing_first_clause_declines_unless_a_later_one_affirms() {
+        let verbs: Vec<String> = ["cancel", "cancelar", "pode cancelar", "change", "change it"]
+            .iter()
+            .map(|v| (*v).to_owned())
+            .collect();
+        for text in [
+            "melhor não, vou esperar mais uma semana",
+            "nope, I'll check with my wife first",
+            "no thanks. I'll call the bank myself",
+            "não, deixa assim",
+        ] {
+            assert!(refuses_first(text, &verbs), "{text}");
+        }
+        for text in [
+            "não, pode cancelar",
+            "no, yes, go ahead",
+            "no, why?",
+            "no, change it",
+            "no",
+            "I'll wait, no thanks",
+            "sure, but later",
+        ] {
+            assert!(!refuses_first(text, &verbs), "{text}");
+        }
     }
 
     #[test]

@@ -60,6 +60,12 @@ impl Run<'_> {
                     self.out.settled_without_model = true;
                     return Ok(());
                 }
+                // PR-6: `melhor não, vou esperar` — a refusing first clause, nothing after it
+                // that affirms or names the action: declined, which is always safe.
+                None if confirmation::refuses_first(text, &self.confirmation_verbs()) => {
+                    self.out.settled_without_model = true;
+                    return self.declined();
+                }
                 None => {}
             },
             _ => {}
@@ -262,10 +268,13 @@ impl Run<'_> {
 
     /// PR-6: the recogniser, with the pending tool's action verbs in every locale.
     fn recognise(&self, text: &str) -> Option<Confirmation> {
+        confirmation::recognise_with(text, &self.confirmation_verbs())
+    }
+
+    fn confirmation_verbs(&self) -> Vec<String> {
         // The tool's own name counts like its verbs (`yes, confirm the cancellation`, `confirmo
         // a contestação`): its words of four letters or more, in every locale.
-        let verbs: Vec<String> = self
-            .active_tool()
+        self.active_tool()
             .map(|t| {
                 let title_words = [&t.title.en, &t.title.pt_br]
                     .into_iter()
@@ -279,8 +288,7 @@ impl Run<'_> {
                     .chain(title_words)
                     .collect()
             })
-            .unwrap_or_default();
-        confirmation::recognise_with(text, &verbs)
+            .unwrap_or_default()
     }
 
     /// The configured reply of a question about `tool` or of a conversational intent (`tool`

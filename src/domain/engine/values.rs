@@ -405,8 +405,26 @@ fn read_clear_values(
 /// Words that frame any request rather than describe it (folded): `I want to`, `can you`,
 /// `quero`, `preciso`, `pode`. What stands beside them in a message is what it says.
 const REQUEST_WORDS: &[&str] = &[
-    "want", "wanna", "would", "like", "need", "help", "can", "could", "please", "quero", "queria",
-    "gostaria", "preciso", "precisava", "pode", "poderia", "ajuda", "ajudar", "favor", "fazer",
+    "want",
+    "wanna",
+    "would",
+    "like",
+    "need",
+    "help",
+    "can",
+    "could",
+    "please",
+    "quero",
+    "queria",
+    "gostaria",
+    "preciso",
+    "precisava",
+    "pode",
+    "poderia",
+    "ajuda",
+    "ajudar",
+    "favor",
+    "fazer",
 ];
 
 /// Two folded words match when they are equal or share their first five letters (`charged` and

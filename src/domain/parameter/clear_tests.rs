@@ -479,6 +479,45 @@ fn another_parameters_label_does_not_introduce_a_value() {
     assert_eq!(values(&got), vec![("floor", &json!(4))]);
 }
 
+#[test]
+fn an_amount_hangs_off_its_label_by_of_or_de_and_no_other_value_does() {
+    // PR-1 (b) for money: `a charge of 20`, `valor de 20` — `of` / `de` link the label.
+    let mut d = domain();
+    d.amount_labels = strings(&["amount", "valor", "charge", "cobrança"]);
+    for (text, locale) in [
+        ("there is a charge of 35 that I never made", Locale::En),
+        ("the amount of 35 is wrong", Locale::En),
+        (
+            "tem uma cobrança de 35 de um serviço que nao usei",
+            Locale::PtBr,
+        ),
+        ("valor de 35, quero contestar", Locale::PtBr),
+    ] {
+        let got = clear(&d, &["subject", "amount"], text, locale);
+        assert_eq!(
+            got.value("amount"),
+            Some(&json!("35.00")),
+            "{text}: {got:?}"
+        );
+    }
+    // Not a label before the preposition, or not money: nothing.
+    let got = clear(
+        &d,
+        &["subject", "amount"],
+        "the difference of 35 is wrong",
+        Locale::En,
+    );
+    assert!(got.value("amount").is_none(), "{got:?}");
+    d.house_labels = strings(&["house number", "número", "casa"]);
+    let got = clear(
+        &d,
+        &["house_number"],
+        "moro numa casa de 2 andares",
+        Locale::PtBr,
+    );
+    assert!(got.value("house_number").is_none(), "{got:?}");
+}
+
 // --- near-misses --------------------------------------------------------------------------------
 
 #[test]

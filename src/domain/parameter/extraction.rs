@@ -329,7 +329,10 @@ fn read(
     // The label introducing a candidate of parameter `i`, unless another parameter reading the
     // same span is named at least as well by the same words.
     let label_of = |i: usize, c: &Candidate| -> Option<usize> {
-        let run = reader.label_run(c.span.start, labels.longest + 1)?;
+        let money = params
+            .get(i)
+            .is_some_and(|p| matches!(p.kind, ParameterKind::Money));
+        let run = reader.label_run(c.span.start, labels.longest + 1, money)?;
         let (start, score) = labels.hit(i, &run, &reader.words)?;
         let contested = candidates.iter().enumerate().any(|(j, other)| {
             j != i

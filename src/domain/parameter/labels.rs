@@ -7,18 +7,36 @@ use super::filler::{all_filler, is_filler, phrase_ending, CORRECTION_MARKERS, MA
 use super::reader::Reader;
 use super::text::{is_inline_space, overlaps, phrase};
 
+/// Prepositions between an amount's label and the amount (folded). Only for money: `número de
+/// 3 dígitos` or `a house of 2 floors` name no house number.
+const MONEY_LINKERS: &[&str] = &["of", "de"];
+
 /// The words just before a value that may be its label: indices `start..=end` into the
 /// message's words, a run of non-filler words joined by spaces or `-`/`_` only (at most as many
 /// as asked: one more than the longest label is enough to see what precedes a label), with only
-/// filler words (and punctuation) between its end and the value.
+/// filler words (and punctuation) between its end and the value — and, with `linked`, one
+/// [`MONEY_LINKERS`] word right before the value.
 pub(super) struct LabelRun {
     start: usize,
     end: usize,
 }
 
 impl Reader<'_> {
-    pub(super) fn label_run(&self, value_start: usize, max_words: usize) -> Option<LabelRun> {
+    pub(super) fn label_run(
+        &self,
+        value_start: usize,
+        max_words: usize,
+        linked: bool,
+    ) -> Option<LabelRun> {
         let mut p = self.words.partition_point(|(r, _)| r.end <= value_start);
+        // An amount hangs off its label by `of` / `de` (`a charge of 20`, `cobrança de 20`).
+        if linked
+            && p.checked_sub(1)
+                .and_then(|q| self.words.get(q))
+                .is_some_and(|(_, w)| MONEY_LINKERS.contains(&w.as_str()))
+        {
+            p -= 1;
+        }
         loop {
             let tail: Vec<&str> = self
                 .words

@@ -28,12 +28,12 @@ use serde_json::Value;
 use crate::config::profiles::ModelProfile;
 use crate::domain::catalog::{Assistant, Catalog};
 use crate::domain::confirmation::{self, Confirmation};
-use crate::domain::parameter;
 use crate::domain::decision::{
     ClassifierDecision, InterpreterAct, InterpreterDecision, ModelAnswer, RouterDecision,
     SessionControl,
 };
 use crate::domain::effect::{ClassifierRequest, InterpreterRequest, RouterRequest};
+use crate::domain::parameter;
 use crate::domain::transaction::TransactionStatus;
 use crate::model::http::ModelConfigError;
 
@@ -357,12 +357,6 @@ pub fn route_from(
     }
 }
 
-/// The message up to its first clause break (`,` `.` `;` `!`), when there is more after it.
-fn first_clause(message: &str) -> Option<&str> {
-    let (head, rest) = message.split_once([',', '.', ';', '!'])?;
-    (!rest.trim().is_empty() && !head.trim().is_empty()).then_some(head)
-}
-
 /// The interpreter's reading of ranked labels.
 pub fn interpret_from(
     ranked: &[(&Label, f32)],
@@ -382,10 +376,7 @@ pub fn interpret_from(
     // PR-6: a confirmation pending and a first clause that plainly refuses (`nope, let me check
     // with my wife first`, `melhor não, vou esperar`): a refusal, which is always safe.
     let awaiting = request.transaction.status == TransactionStatus::AwaitingConfirmation;
-    if awaiting
-        && first_clause(&request.message).and_then(confirmation::recognise)
-            == Some(Confirmation::Deny)
-    {
+    if awaiting && confirmation::refuses_first(&request.message, &[]) {
         return InterpreterDecision {
             act: InterpreterAct::Deny,
             arguments: BTreeMap::new(),
@@ -412,7 +403,9 @@ pub fn interpret_from(
         || free_text
             .is_some_and(|p| request.transaction.missing_parameters.first() == Some(&p.name));
     let other = |label: &Label, p: f32| match label {
-        Label::Cancel | Label::HumanHandoff | Label::EndSession => true,
+        // A number is an answer or a correction, never an abandonment (see above).
+        Label::Cancel => !has_digit,
+        Label::HumanHandoff | Label::EndSession => true,
         Label::Tool(t) if t == active_tool => false,
         Label::Tool(_) | Label::Topic { .. } => !asked || p >= 0.9,
         Label::OutOfScope => false,
@@ -593,8 +586,7 @@ mod tests {
     }
 
     #[test]
-    fn the_asked_value_in_a_sentence_is_provided_unless_the_message_is_read_as_another_decision()
-    {
+    fn the_asked_value_in_a_sentence_is_provided_unless_the_message_is_read_as_another_decision() {
         let tool = Label::Tool("billing_contestation".to_owned());
         let amount = Some(("amount".to_owned(), Value::String("99.90".to_owned())));
         let request = collecting(&["amount"], "it was 99.90 each time");
@@ -606,6 +598,10 @@ mod tests {
         let d = interpret_from(&[(&other, 0.6), (&tool, 0.4)], &request, amount.clone());
         assert_eq!(d.act, InterpreterAct::Provide);
         assert!((d.confidence - 1.0).abs() < 1e-9, "{d:?}");
+        // A number is no abandonment: the cancel label takes nothing from the answer.
+        let cancel = Label::Cancel;
+        let d = interpret_from(&[(&cancel, 0.6), (&tool, 0.4)], &request, amount.clone());
+        assert_eq!((d.act, d.confidence), (InterpreterAct::Provide, 1.0));
         let handoff = Label::HumanHandoff;
         let d = interpret_from(&[(&handoff, 0.7), (&tool, 0.3)], &request, amount.clone());
         assert_eq!(d.act, InterpreterAct::Unclear);
@@ -647,7 +643,11 @@ mod tests {
             tool: Some("billing_contestation".to_owned()),
             name: "refund".to_owned(),
         };
-        match route_from(&[(&timing, 0.52), (&refund, 0.45), (&oos, 0.03)], None, true) {
+        match route_from(
+            &[(&timing, 0.52), (&refund, 0.45), (&oos, 0.03)],
+            None,
+            true,
+        ) {
             RouterDecision::Topic { confidence, .. } => {
                 assert!((confidence - 0.52).abs() < 1e-6, "{confidence}")
             }
@@ -683,7 +683,11 @@ mod tests {
         // A conversational topic leaves it: 0.84 of 0.86.
         let other = confidence(&[(&bill, 0.84), (&greeting, 0.14), (&oos, 0.02)]);
         assert!((other - 0.84 / 0.86).abs() < 1e-4, "{other}");
-        match route_from(&[(&payment, 0.5), (&bill, 0.45), (&oos, 0.05)], assistant, false) {
+        match route_from(
+            &[(&payment, 0.5), (&bill, 0.45), (&oos, 0.05)],
+            assistant,
+            false,
+        ) {
             RouterDecision::Topic { confidence, .. } => assert!((confidence - 0.5).abs() < 1e-6),
             other => panic!("{other:?}"),
         }
