@@ -118,9 +118,14 @@ where
     telemetry::record_buffer_capacity(config.max_buffered_per_partition);
     telemetry::register_alerted_series();
     if let Some(partitions) = config.create_topics {
-        topics::create_topics(&config.brokers, &config.topics, partitions)
-            .await
-            .map_err(WorkerError::Kafka)?;
+        topics::create_topics_with(
+            &config.brokers,
+            &config.kafka_overrides,
+            &config.topics,
+            partitions,
+        )
+        .await
+        .map_err(WorkerError::Kafka)?;
     }
     let (events_tx, mut events_rx) = mpsc::unbounded_channel();
     let context = consumer::context(
