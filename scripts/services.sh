@@ -15,7 +15,7 @@
 #
 # SERVICE is kafka, cassandra or embeddings. EMBEDDINGS_ENABLED=0 leaves the embeddings server out
 # of every command (nothing installed, started, stopped or reported).
-# Opt-in (only when named; `down` without names stops them too): kafka-secure (a second broker whose
+# Opt-in (only when named; `down --purge` stops them too): kafka-secure (a second broker whose
 # client listener is SASL_SSL with SCRAM-SHA-512) and cassandra-secure (a second node with client
 # encryption and PasswordAuthenticator), on their own ports and data dirs, with a CA and a server
 # certificate made by the JDK's keytool at first start into .cache/services/run/tls
@@ -720,7 +720,7 @@ cmd_down() {
   [[ "$purge" == 0 || $# -eq 0 ]] ||
     die "down --purge deletes the run data of every service; use it without service names (usage: services.sh down [--purge] [SERVICE...])"
   select_services "$@"
-  if [[ $# -eq 0 ]]; then  # the opt-in secure instances too, when they run
+  if [[ "$purge" == 1 ]]; then  # their data is under run/ too: they must not outlive it
     local sec
     for sec in kafka-secure cassandra-secure; do [[ -z "$(live_pid "$sec")" ]] || SERVICES=("$sec" "${SERVICES[@]}"); done
   fi
