@@ -360,6 +360,12 @@ must_fail "SASL without a Secret" "kafka.sasl.enabled needs kafka.sasl.existingS
   --set kafka.sasl.enabled=true
 must_fail "TLS without a Secret" "kafka.tls.enabled needs kafka.tls.existingSecret" \
   --set kafka.tls.enabled=true
+must_fail "CQL TLS without a Secret" "cql.tls.enabled needs cql.tls.existingSecret" \
+  --set cql.tls.enabled=true
+must_fail "CQL client certificate without its key" "cql.tls.certKey and cql.tls.keyKey go together" \
+  --set cql.tls.enabled=true --set cql.tls.existingSecret=x --set cql.tls.certKey=tls.crt
+must_fail "transaction timeout not above the drain budget" "must exceed worker.drainBudgetMs" \
+  --set worker.transactionTimeoutMs=8000
 must_fail "unknown value (schema)" "Additional property replicas is not allowed" --set replicas=2
 must_fail "unknown session-control setting (schema)" "sessionControl" --set sessionControl.SESSION_TIMEOUT=5
 must_fail "Kubernetes older than kubeVersion" "kubeVersion" --kube-version 1.26.0
@@ -372,6 +378,54 @@ must_fail "latency threshold not a bucket bound" "is not a bucket bound of turns
   "${API_VERSIONS[@]}" -f "$chart/ci/full-values.yaml" --set monitoring.prometheusRule.replyLatency.thresholdSeconds=20
 must_fail "latency objective of 1" "objective" \
   "${API_VERSIONS[@]}" -f "$chart/ci/full-values.yaml" --set monitoring.prometheusRule.replyLatency.objective=1
+
+step "TLS values render to what tests/secure_transport.rs uses (ci/secure-env.json)"
+helmq template turnstile "$chart" "${MINIMAL[@]}" -f "$chart/ci/secure-values.yaml" \
+  --set worker.transactionTimeoutMs=11000 >"$out/secure.yaml" \
+  || fail "helm template with ci/secure-values.yaml"
+"$py" - "$out/secure.yaml" "$chart/ci/secure-env.json" <<'EOF' || fail "the chart's TLS values do not render to ci/secure-env.json"
+import json, re, sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+want = json.load(open(sys.argv[2]))
+security = re.compile(r"^TURNSTILE_(KAFKA_(SECURITY|SASL|SSL)_|CQL_(USERNAME|PASSWORD|TLS_))")
+problems = []
+def pod(kind):
+    return next(d for d in docs if d["kind"] == kind)["spec"]["template"]["spec"]
+for kind, scope in (("StatefulSet", ""), ("Job", "TURNSTILE_CQL_")):
+    spec = pod(kind)
+    container = spec["containers"][0]
+    env = {e["name"]: e for e in container.get("env", []) if security.match(e["name"])}
+    expected = {k: v for k, v in want["env"].items() if k.startswith(scope)}
+    if set(env) != set(expected):
+        problems.append(f"{kind}: security variables {sorted(env)} != {sorted(expected)}")
+    mounts = {m["mountPath"]: m["name"] for m in container.get("volumeMounts", [])}
+    volumes = {v["name"]: v for v in spec.get("volumes", [])}
+    for name, value in expected.items():
+        e = env.get(name, {})
+        if value is not None:
+            if e.get("value") != value:
+                problems.append(f"{kind}: {name}={e.get('value')!r}, want {value!r}")
+        elif name in want["files"]:
+            path = want["files"][name]
+            if e.get("value") != path:
+                problems.append(f"{kind}: {name}={e.get('value')!r}, want {path!r}")
+            directory = path.rsplit("/", 1)[0]
+            vol = volumes.get(mounts.get(directory, ""), {}).get("secret", {})
+            if not vol.get("secretName"):
+                problems.append(f"{kind}: {path} is not in a mounted Secret")
+        else:
+            secret, key = want["secrets"][name]
+            ref = e.get("valueFrom", {}).get("secretKeyRef", {})
+            if (ref.get("name"), ref.get("key")) != (secret, key):
+                problems.append(f"{kind}: {name} from {ref}, want Secret {secret} key {key}")
+worker_env = {e["name"]: e.get("value") for e in pod("StatefulSet")["containers"][0]["env"]}
+if worker_env.get("TURNSTILE_TRANSACTION_TIMEOUT_MS") != "11000":
+    problems.append("worker.transactionTimeoutMs=11000 did not render TURNSTILE_TRANSACTION_TIMEOUT_MS=11000")
+for p in problems:
+    print("   FAIL:", p, file=sys.stderr)
+sys.exit(1 if problems else 0)
+EOF
+ok "secure values: worker and migration Job environment = ci/secure-env.json (literals, Secret refs, mounted CA paths); transactionTimeoutMs renders"
 
 step "rendered configuration through turnstile check-config"
 binary=""

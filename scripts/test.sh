@@ -18,6 +18,7 @@ MIN_CONVERSATION_SUCCESS=0.62
 MAX_UNSAFE=5
 
 started=0
+secure_started=0
 tools_pid=""
 cleanup() {
   if [ -n "$tools_pid" ]; then
@@ -25,12 +26,20 @@ cleanup() {
     wait "$tools_pid" 2>/dev/null || true
   fi
   if [ "$started" = 1 ]; then bash scripts/services.sh down || true; fi
+  if [ "$secure_started" = 1 ]; then bash scripts/services.sh down kafka-secure cassandra-secure || true; fi
 }
 trap cleanup EXIT
 if ! bash scripts/services.sh status >/dev/null 2>&1; then
   bash scripts/services.sh up
   started=1
 fi
+# TLS + SCRAM Kafka and TLS + password Cassandra for tests/secure_transport.rs (issue 25 item 4):
+# required here, so those tests fail instead of skipping when the secure services are missing.
+if ! bash scripts/services.sh status kafka-secure cassandra-secure >/dev/null 2>&1; then
+  bash scripts/services.sh up kafka-secure cassandra-secure
+  secure_started=1
+fi
+export TURNSTILE_REQUIRE_SECURE_SERVICES=1
 eval "$(bash scripts/services.sh env)"
 
 examples=../shared/spec/examples

@@ -41,7 +41,14 @@ pub async fn run(args: Args) -> u8 {
         keyspace: args.keyspace,
         ..CqlConfig::default()
     }
-    .with_credentials_from(|k| std::env::var(k).ok());
+    .with_security_from(|k| std::env::var(k).ok());
+    let cfg = match cfg {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("turnstile inspect: {e}");
+            return EXIT_CONFIG;
+        }
+    };
     if let Err(e) = cfg.validate() {
         eprintln!("turnstile inspect: {e}");
         return EXIT_CONFIG;

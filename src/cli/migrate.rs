@@ -45,7 +45,14 @@ pub async fn run(args: Args) -> u8 {
         local_dc: args.local_dc,
         ..CqlConfig::default()
     }
-    .with_credentials_from(|k| std::env::var(k).ok());
+    .with_security_from(|k| std::env::var(k).ok());
+    let cfg = match cfg {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("turnstile migrate: {e}");
+            return EXIT_CONFIG;
+        }
+    };
     // Argument mistakes are told apart from store failures before any connection is tried.
     if let Err(e) = cfg.validate() {
         eprintln!("turnstile migrate: {e}");

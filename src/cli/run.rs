@@ -162,7 +162,22 @@ pub async fn run(args: Args) -> u8 {
         keyspace: args.keyspace.clone(),
         ..CqlConfig::default()
     }
-    .with_credentials_from(|k| std::env::var(k).ok());
+    .with_security_from(|k| std::env::var(k).ok());
+    let cql = match cql {
+        Ok(c) => c,
+        Err(e) => return config_error(&e),
+    };
+    // A CA file that cannot be read is a configuration error now, not a minute of retries.
+    if let Some(Err(e)) = cql.tls.as_ref().map(|t| t.context()) {
+        return config_error(&e.to_string());
+    }
+    tracing::info!(
+        contact = %args.contact,
+        tls = cql.tls.is_some(),
+        tls_verify_hostname = cql.tls.as_ref().is_some_and(|t| t.verify_hostname),
+        password_auth = cql.username_env.is_some(),
+        "Connecting to the checkpoint store."
+    );
     let store = match connect_with_patience(&cql).await {
         Some(s) => s.with_max_concurrency(worker_config.store_max_concurrency),
         None => {

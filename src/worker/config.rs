@@ -37,6 +37,12 @@ pub struct WorkerConfig {
     pub commit_interval: Duration,
     /// How long shutdown and a revocation wait for in-flight turns.
     pub drain_budget: Duration,
+    /// The producer's `transaction.timeout.ms`: how long the broker keeps a transaction of a
+    /// killed instance open before aborting it, i.e. how long read_committed readers of replies
+    /// and events stall behind it. Tied to the drain budget: it must outlast a drain (else a
+    /// graceful drain's transaction is aborted under it); by default the drain budget plus
+    /// [`TRANSACTION_TIMEOUT_MARGIN`] (13 s with the defaults, not librdkafka's 60 s).
+    pub transaction_timeout: Duration,
     pub session_timeout: Duration,
     /// How often the held partitions' high watermarks are read for
     /// `turnstile_consumer_lag_records` (one ListOffsets request per partition).
@@ -73,6 +79,7 @@ impl Default for WorkerConfig {
             max_payload_bytes: 64 * 1024,
             commit_interval: Duration::from_millis(50),
             drain_budget: Duration::from_secs(8),
+            transaction_timeout: Duration::from_secs(8) + TRANSACTION_TIMEOUT_MARGIN,
             session_timeout: Duration::from_secs(15),
             lag_interval: Duration::from_secs(10),
             listen: "0.0.0.0:9464".into(),
@@ -85,6 +92,12 @@ impl Default for WorkerConfig {
 }
 
 const LABEL: &str = "environment";
+
+/// What a transaction needs beyond the drain budget: the final publish and offset commit of a
+/// drain (`TURNSTILE_TRANSACTION_TIMEOUT_MS` defaults to the drain budget plus this).
+pub const TRANSACTION_TIMEOUT_MARGIN: Duration = Duration::from_secs(5);
+/// librdkafka's lower bound of `transaction.timeout.ms`.
+const MIN_TRANSACTION_TIMEOUT_MS: u64 = 1_000;
 
 impl WorkerConfig {
     /// Reads `TURNSTILE_*` variables over the defaults; every error names the variable and fix.
@@ -169,6 +182,13 @@ impl WorkerConfig {
         };
         millis("TURNSTILE_COMMIT_INTERVAL_MS", &mut c.commit_interval, 1);
         millis("TURNSTILE_DRAIN_BUDGET_MS", &mut c.drain_budget, 0);
+        // Derived from the (possibly overridden) drain budget unless set explicitly.
+        c.transaction_timeout = c.drain_budget + TRANSACTION_TIMEOUT_MARGIN;
+        millis(
+            "TURNSTILE_TRANSACTION_TIMEOUT_MS",
+            &mut c.transaction_timeout,
+            MIN_TRANSACTION_TIMEOUT_MS,
+        );
         millis(
             "TURNSTILE_SESSION_TIMEOUT_MS",
             &mut c.session_timeout,
@@ -218,6 +238,23 @@ impl WorkerConfig {
                 ),
                 fix: "make TURNSTILE_DRAIN_BUDGET_MS smaller than TURNSTILE_SESSION_TIMEOUT_MS"
                     .into(),
+            });
+        }
+        // A drain holds the open transaction for up to the drain budget, then publishes and
+        // commits: a timeout inside that window aborts the drain's transaction under it.
+        if self.transaction_timeout <= self.drain_budget {
+            errors.push(ConfigError {
+                file: LABEL.into(),
+                key: "TURNSTILE_TRANSACTION_TIMEOUT_MS".into(),
+                problem: format!(
+                    "transaction timeout {:?} does not exceed the drain budget {:?}: the broker would abort a draining worker's transaction",
+                    self.transaction_timeout, self.drain_budget
+                ),
+                fix: format!(
+                    "set TURNSTILE_TRANSACTION_TIMEOUT_MS above TURNSTILE_DRAIN_BUDGET_MS (e.g. {} = drain budget + {} s), or unset it to derive it from the drain budget",
+                    (self.drain_budget + TRANSACTION_TIMEOUT_MARGIN).as_millis(),
+                    TRANSACTION_TIMEOUT_MARGIN.as_secs()
+                ),
             });
         }
         let names = [
@@ -293,5 +330,46 @@ mod tests {
             "{e}"
         );
         assert!(e.contains("TURNSTILE_DRAIN_BUDGET_MS"), "{e}");
+    }
+
+    #[test]
+    fn the_transaction_timeout_follows_the_drain_budget() {
+        let default = WorkerConfig::from_env(|_| None).unwrap();
+        assert_eq!(default.transaction_timeout, Duration::from_secs(13));
+        assert!(default.transaction_timeout <= Duration::from_secs(15));
+        assert!(default.transaction_timeout > default.drain_budget);
+        let derived = WorkerConfig::from_env(|k| {
+            (k == "TURNSTILE_DRAIN_BUDGET_MS").then(|| "3000".to_owned())
+        })
+        .unwrap();
+        assert_eq!(derived.transaction_timeout, Duration::from_secs(8));
+        let explicit = WorkerConfig::from_env(|k| {
+            (k == "TURNSTILE_TRANSACTION_TIMEOUT_MS").then(|| "20000".to_owned())
+        })
+        .unwrap();
+        assert_eq!(explicit.transaction_timeout, Duration::from_secs(20));
+    }
+
+    #[test]
+    fn a_transaction_timeout_within_the_drain_budget_is_refused_with_the_fix() {
+        let e = WorkerConfig::from_env(|k| match k {
+            "TURNSTILE_DRAIN_BUDGET_MS" => Some("8000".into()),
+            "TURNSTILE_TRANSACTION_TIMEOUT_MS" => Some("8000".into()),
+            _ => None,
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("TURNSTILE_TRANSACTION_TIMEOUT_MS")
+                && e.contains("drain budget")
+                && e.contains("13000"),
+            "{e}"
+        );
+        let e = WorkerConfig::from_env(|k| {
+            (k == "TURNSTILE_TRANSACTION_TIMEOUT_MS").then(|| "500".to_owned())
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("TURNSTILE_TRANSACTION_TIMEOUT_MS"), "{e}");
     }
 }

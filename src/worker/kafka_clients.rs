@@ -46,9 +46,34 @@ pub(super) fn producer_config(config: &WorkerConfig) -> ClientConfig {
         )
         .set("enable.idempotence", "true")
         .set("linger.ms", "5")
-        .set("transaction.timeout.ms", "60000");
+        // Tied to the drain budget (`WorkerConfig::transaction_timeout`): after a kill, the
+        // broker aborts the dead instance's transaction this soon and read_committed readers
+        // move on; librdkafka's 60 s default would stall them that long.
+        .set(
+            "transaction.timeout.ms",
+            config.transaction_timeout.as_millis().to_string(),
+        );
     for (k, v) in &config.kafka_overrides {
         c.set(k, v);
     }
     c
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn the_producer_carries_the_configured_transaction_timeout() {
+        let config = WorkerConfig {
+            transaction_timeout: Duration::from_millis(11_500),
+            ..WorkerConfig::default()
+        };
+        assert_eq!(
+            producer_config(&config).get("transaction.timeout.ms"),
+            Some("11500")
+        );
+    }
 }

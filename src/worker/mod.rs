@@ -116,11 +116,26 @@ where
 {
     telemetry::record_in_flight_limits(config.max_in_flight, config.max_in_flight_per_partition);
     telemetry::record_buffer_capacity(config.max_buffered_per_partition);
+    tracing::info!(
+        drain_budget_ms = config.drain_budget.as_millis() as u64,
+        transaction_timeout_ms = config.transaction_timeout.as_millis() as u64,
+        kafka_security_protocol = config
+            .kafka_overrides
+            .iter()
+            .find(|(k, _)| k == "security.protocol")
+            .map_or("PLAINTEXT", |(_, v)| v.as_str()),
+        "Worker starting."
+    );
     telemetry::register_alerted_series();
     if let Some(partitions) = config.create_topics {
-        topics::create_topics(&config.brokers, &config.topics, partitions)
-            .await
-            .map_err(WorkerError::Kafka)?;
+        topics::create_topics_with(
+            &config.brokers,
+            &config.kafka_overrides,
+            &config.topics,
+            partitions,
+        )
+        .await
+        .map_err(WorkerError::Kafka)?;
     }
     let (events_tx, mut events_rx) = mpsc::unbounded_channel();
     let context = consumer::context(

@@ -10,10 +10,24 @@ use crate::message::Topics;
 
 /// Creates the four topics (`partitions` for the inbound one; 3 for the outputs).
 pub async fn create_topics(brokers: &str, topics: &Topics, partitions: i32) -> Result<(), String> {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .create()
-        .map_err(|e| format!("admin client: {e}"))?;
+    create_topics_with(brokers, &[], topics, partitions).await
+}
+
+/// [`create_topics`] with extra librdkafka settings: the worker's security overrides
+/// (`TURNSTILE_KAFKA_*`), so topic creation works against a TLS / SASL listener too.
+pub async fn create_topics_with(
+    brokers: &str,
+    overrides: &[(String, String)],
+    topics: &Topics,
+    partitions: i32,
+) -> Result<(), String> {
+    let mut config = ClientConfig::new();
+    config.set("bootstrap.servers", brokers);
+    for (k, v) in overrides {
+        config.set(k, v);
+    }
+    let admin: AdminClient<DefaultClientContext> =
+        config.create().map_err(|e| format!("admin client: {e}"))?;
     let specs = [
         NewTopic::new(&topics.inbound, partitions, TopicReplication::Fixed(1)),
         NewTopic::new(&topics.replies, 3, TopicReplication::Fixed(1)),

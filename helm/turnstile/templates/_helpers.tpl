@@ -143,6 +143,17 @@ StatefulSet, so every install, upgrade and `helm template` runs them.
 {{- if le (mul $grace 1000) (add $drain (mul $margin 1000)) }}
 {{- fail (printf "terminationGracePeriodSeconds (%d s) must exceed worker.drainBudgetMs (%d ms) plus shutdownMarginSeconds (%d s, the final Kafka commit and leaving the group): raise terminationGracePeriodSeconds to at least %d, or lower worker.drainBudgetMs" $grace $drain $margin (add (div (add $drain 999) 1000) $margin 1)) }}
 {{- end }}
+{{- $txn := int $w.transactionTimeoutMs }}
+{{- if and (gt $txn 0) (le $txn $drain) }}
+{{- fail (printf "worker.transactionTimeoutMs (%d) must exceed worker.drainBudgetMs (%d): the broker would abort a draining pod's transaction; set it to at least %d (drainBudgetMs + 5000), or 0 to derive it (the worker refuses to start otherwise)" $txn $drain (add $drain 5000)) }}
+{{- end }}
+{{- $c := .Values.cql }}
+{{- if and $c.tls.enabled (not $c.tls.existingSecret) }}
+{{- fail "cql.tls.enabled needs cql.tls.existingSecret: the name of a Secret holding the CA certificate of the nodes (and, for mutual TLS, the client certificate and key)" }}
+{{- end }}
+{{- if and $c.tls.enabled (or $c.tls.certKey $c.tls.keyKey) (not (and $c.tls.certKey $c.tls.keyKey)) }}
+{{- fail "cql.tls.certKey and cql.tls.keyKey go together (mutual TLS needs both the client certificate and its key)" }}
+{{- end }}
 {{- if ge $drain (int $k.sessionTimeoutMs) }}
 {{- fail (printf "worker.drainBudgetMs (%d) must be below kafka.sessionTimeoutMs (%d): a revocation must drain before the group evicts the member (the worker refuses to start otherwise)" $drain (int $k.sessionTimeoutMs)) }}
 {{- end }}
@@ -231,4 +242,26 @@ on an unknown placeholder, a bad threshold or a relative runbook URL.
 {{- fail (printf "files/alerts.tmpl.yaml: no value for %s (monitoring.prometheusRule.alerts / replyLatency)" (join ", " $left)) }}
 {{- end }}
 {{- $text }}
+{{- end }}
+
+{{/* Where the CQL TLS Secret is mounted. */}}
+{{- define "turnstile.cqlTlsDir" -}}/etc/turnstile/cql-tls{{- end }}
+
+{{/* CQL TLS environment (worker and migration Job), at the env list's indentation. */}}
+{{- define "turnstile.cqlTlsEnv" -}}
+{{- $t := .Values.cql.tls }}
+{{- if $t.enabled }}
+- name: TURNSTILE_CQL_TLS_CA_FILE
+  value: "{{ include "turnstile.cqlTlsDir" . }}/{{ $t.caKey }}"
+{{- if $t.certKey }}
+- name: TURNSTILE_CQL_TLS_CERT_FILE
+  value: "{{ include "turnstile.cqlTlsDir" . }}/{{ $t.certKey }}"
+- name: TURNSTILE_CQL_TLS_KEY_FILE
+  value: "{{ include "turnstile.cqlTlsDir" . }}/{{ $t.keyKey }}"
+{{- end }}
+{{- if not $t.verifyHostname }}
+- name: TURNSTILE_CQL_TLS_VERIFY_HOSTNAME
+  value: "false"
+{{- end }}
+{{- end }}
 {{- end }}

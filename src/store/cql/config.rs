@@ -23,6 +23,8 @@ pub struct CqlConfig {
     /// Names of the environment variables holding credentials, so secrets never sit in config.
     pub username_env: Option<String>,
     pub password_env: Option<String>,
+    /// TLS to the nodes (`TURNSTILE_CQL_TLS_*`); `None`: plaintext.
+    pub tls: Option<CqlTls>,
     pub read_consistency: Consistency,
     pub write_consistency: Consistency,
 }
@@ -38,6 +40,7 @@ impl Default for CqlConfig {
             replication: DEFAULT_REPLICATION.to_owned(),
             username_env: None,
             password_env: None,
+            tls: None,
             read_consistency: Consistency::LocalQuorum,
             write_consistency: Consistency::LocalQuorum,
         }
@@ -58,6 +61,16 @@ impl CqlConfig {
             self.password_env = Some(PASSWORD_VAR.to_owned());
         }
         self
+    }
+
+    /// Password authentication and TLS from the process environment (`TURNSTILE_CQL_USERNAME`,
+    /// `TURNSTILE_CQL_TLS_*`), as `run`, `migrate` and `inspect` read them; a bad TLS setting
+    /// is an error naming the variable and the fix.
+    pub fn with_security_from(self, env: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let tls = CqlTls::from_env(&env)?;
+        let mut cfg = self.with_credentials_from(&env);
+        cfg.tls = tls;
+        Ok(cfg)
     }
 
     /// Checks what ends up spliced into CQL text (keyspace, replication), since identifiers and

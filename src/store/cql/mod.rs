@@ -21,10 +21,14 @@ mod errors;
 mod lease;
 mod schema;
 mod session;
+mod tls;
 
 pub use config::{CqlConfig, PASSWORD_VAR, USERNAME_VAR};
 use errors::*;
 use session::*;
+pub use tls::{
+    CqlTls, TLS_CA_FILE_VAR, TLS_CERT_FILE_VAR, TLS_KEY_FILE_VAR, TLS_VERIFY_HOSTNAME_VAR,
+};
 
 use std::future::Future;
 use std::sync::Arc;

@@ -29,6 +29,9 @@ pub(super) async fn build_session(cfg: &CqlConfig) -> Result<Session, StoreError
         };
         builder = builder.user(user, password);
     }
+    if let Some(tls) = &cfg.tls {
+        builder = builder.tls_context(Some(tls.context()?));
+    }
     // A node that just started answers OPTIONS before it serves queries: retry briefly.
     let builder = &builder;
     with_retries("connect", || async {
