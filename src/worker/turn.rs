@@ -24,15 +24,7 @@ where
     S: CheckpointStore + Send + Sync,
 {
     use tracing::Instrument;
-    let span = tracing::info_span!(
-        "turn",
-        topic = %shared.topics.inbound,
-        partition = record.partition,
-        offset = record.offset,
-        tenant_id = tracing::field::Empty,
-        turn_id = tracing::field::Empty,
-        checkpoint = tracing::field::Empty
-    );
+    let span = crate::telemetry::turn_span(&shared.topics.inbound, record.partition, record.offset);
     Box::pin(apply_record(shared, record, key, epoch, committed_mark))
         .instrument(span)
         .await
