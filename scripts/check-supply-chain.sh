@@ -7,14 +7,18 @@
 #    crates.io; ~7 min on 2 cores); later runs reuse it without building.
 # 2. `cargo fetch --locked`: cargo-deny reads `cargo metadata`, which needs every locked crate
 #    (all targets) in cargo's cache; tried with --offline first, so no network once they are there.
-# 3. Copies the RustSec snapshot (../shared/advisory-db/, a plain folder) into a temporary git
-#    repo, committed with the snapshot's own date, where cargo-deny expects its advisory db.
-# 4. `cargo deny --offline --locked check` with the committed deny.toml: the db is never fetched.
+# 3. The RustSec advisory db, first found of: the snapshot beside the repo (../shared/advisory-db/,
+#    a plain folder, on the project's machines and in CI), copied into a temporary git repo
+#    committed with the snapshot's own date, where cargo-deny expects its db; else a shallow clone
+#    of RustSec's git repository (deny.toml's db-urls) when the network allows; else the
+#    advisories check is skipped with a line saying so, and the other checks still run.
+# 4. `cargo deny --offline --locked check` with the committed deny.toml: cargo-deny fetches nothing.
 # Exit 0 when every check passes; non-zero, with each finding printed, otherwise. A finding is
 # accepted only by an entry with a reason in deny.toml.
 #
 # Environment:
-#   TURNSTILE_ADVISORY_DB_SRC  the snapshot folder (default: ../shared/advisory-db beside the repo)
+#   TURNSTILE_ADVISORY_DB_SRC  the snapshot folder (default: ../shared/advisory-db beside the repo;
+#                              when set, it must hold the db: no clone, no skip)
 #   TURNSTILE_CARGO_TOOLS      the install root of cargo-deny (default: .cache/cargo-tools)
 set -euo pipefail
 
@@ -23,6 +27,7 @@ CARGO_DENY_VERSION=0.20.2
 # "https://github.com/RustSec/advisory-db": <db-path>/<last path segment>-<xxhash64 of the url>.
 DB_DIR_NAME=advisory-db-3157b0e258782691
 WARN_AGE_DAYS=90   # cargo-deny's default staleness limit; deny.toml fails from 365 days
+ADVISORY_DB_URL=https://github.com/RustSec/advisory-db # deny.toml's db-urls entry
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -41,7 +46,9 @@ unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE GIT_OBJECT_DIRECTORY GIT_CEILING_DIRE
 command -v cargo >/dev/null || die "cargo is not installed"
 command -v git >/dev/null || die "git is not installed (the advisory db copy is a git repo)"
 [[ -f deny.toml ]] || die "no deny.toml at the repo root"
-[[ -d "$db_src/crates" ]] || die "no RustSec advisory db at $db_src (expected its crates/ folder; set TURNSTILE_ADVISORY_DB_SRC)"
+if [[ -n "${TURNSTILE_ADVISORY_DB_SRC:-}" && ! -d "$db_src/crates" ]]; then
+  die "no RustSec advisory db at $db_src (TURNSTILE_ADVISORY_DB_SRC: expected its crates/ folder)"
+fi
 
 checks=("$@")
 [[ ${#checks[@]} -gt 0 ]] || checks=(all)
@@ -71,39 +78,63 @@ if ! cargo fetch --locked --offline --quiet 2>/dev/null; then
   cargo fetch --locked --quiet || die "cargo fetch --locked failed (Cargo.lock out of date, or crates.io unreachable)"
 fi
 
-# -- 3. the advisory db: the snapshot as a git repo, dated as the snapshot -----------------------
-snap_info="$(head -n1 "$db_src/SNAPSHOT.txt" 2>/dev/null || true)"
-snap_date="$(grep -oE '\(20[0-9]{2}-[0-9]{2}-[0-9]{2}\)' <<<"$snap_info" | tr -d '()' | head -n1 || true)"
-if [[ -z "$snap_date" ]]; then
-  # No date in SNAPSHOT.txt: the newest advisory's date (the snapshot is at least that old).
-  snap_date="$(grep -rhoE '^date = "20[0-9]{2}-[0-9]{2}-[0-9]{2}"' "$db_src/crates" | cut -d'"' -f2 | sort | tail -n1)"
-  [[ -n "$snap_date" ]] || die "cannot date the advisory db at $db_src (no SNAPSHOT.txt date, no advisory dates)"
-fi
-age_days=$((($(date -u +%s) - $(date -u -d "$snap_date" +%s)) / 86400))
-n_adv="$(find "$db_src/crates" -name 'RUSTSEC-*.md' | wc -l)"
-[[ "$n_adv" -gt 0 ]] || die "the advisory db at $db_src holds no RUSTSEC-*.md advisory"
-
+# -- 3. the advisory db: the snapshot as a git repo dated as the snapshot, or a fresh clone --------
 tmp="$(mktemp -d "${TMPDIR:-/tmp}/turnstile-advisory-dbs.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
 db="$tmp/$DB_DIR_NAME"
-mkdir "$db"
-# shared/ may be read-only (CI's copy has no write bits): copy without its modes.
-cp -R --no-preserve=mode,ownership "$db_src/." "$db/"
-export GIT_AUTHOR_DATE="${snap_date}T00:00:00Z" GIT_COMMITTER_DATE="${snap_date}T00:00:00Z"
-git -C "$db" init -q -b main
-git -C "$db" add -A
-git -C "$db" -c user.name=advisory-db-snapshot -c user.email=snapshot@localhost \
-  -c commit.gpgsign=false -c core.hooksPath=/dev/null commit -q -m "snapshot: $snap_info" \
-  || die "could not commit the advisory db copy in $db"
-unset GIT_AUTHOR_DATE GIT_COMMITTER_DATE
-# cargo-deny dates the db by max(HEAD commit, .git/HEAD mtime): make both the snapshot's date.
-touch -d "${snap_date}T00:00:00Z" "$db/.git/HEAD"
-export TURNSTILE_ADVISORY_DBS="$tmp" # deny.toml: db-path = "${TURNSTILE_ADVISORY_DBS:-...}"
-
-say "advisory db: $n_adv advisories from $(cd "$db_src" && pwd -P) (snapshot of $snap_date, $age_days days old)"
-[[ -n "$snap_info" ]] && say "  $snap_info"
-if [[ "$age_days" -gt "$WARN_AGE_DAYS" ]]; then
-  say "WARNING: the advisory snapshot is $age_days days old (over $WARN_AGE_DAYS): advisories published since $snap_date are not checked; refresh shared/advisory-db (the check fails past 365 days)"
+snap_info=""
+snap_date=""
+if [[ -d "$db_src/crates" ]]; then
+  snap_info="$(head -n1 "$db_src/SNAPSHOT.txt" 2>/dev/null || true)"
+  snap_date="$(grep -oE '\(20[0-9]{2}-[0-9]{2}-[0-9]{2}\)' <<<"$snap_info" | tr -d '()' | head -n1 || true)"
+  if [[ -z "$snap_date" ]]; then
+    # No date in SNAPSHOT.txt: the newest advisory's date (the snapshot is at least that old).
+    snap_date="$(grep -rhoE '^date = "20[0-9]{2}-[0-9]{2}-[0-9]{2}"' "$db_src/crates" | cut -d'"' -f2 | sort | tail -n1)"
+    [[ -n "$snap_date" ]] || die "cannot date the advisory db at $db_src (no SNAPSHOT.txt date, no advisory dates)"
+  fi
+  mkdir "$db"
+  # shared/ may be read-only (CI's copy has no write bits): copy without its modes.
+  cp -R --no-preserve=mode,ownership "$db_src/." "$db/"
+  export GIT_AUTHOR_DATE="${snap_date}T00:00:00Z" GIT_COMMITTER_DATE="${snap_date}T00:00:00Z"
+  git -C "$db" init -q -b main
+  git -C "$db" add -A
+  git -C "$db" -c user.name=advisory-db-snapshot -c user.email=snapshot@localhost \
+    -c commit.gpgsign=false -c core.hooksPath=/dev/null commit -q -m "snapshot: $snap_info" \
+    || die "could not commit the advisory db copy in $db"
+  unset GIT_AUTHOR_DATE GIT_COMMITTER_DATE
+  # cargo-deny dates the db by max(HEAD commit, .git/HEAD mtime): make both the snapshot's date.
+  touch -d "${snap_date}T00:00:00Z" "$db/.git/HEAD"
+  db_from="$(cd "$db_src" && pwd -P)"
+elif timeout 600 git clone --quiet --depth 1 "$ADVISORY_DB_URL" "$db" 2>"$tmp/clone.err"; then
+  snap_date="$(git -C "$db" log -1 --format=%cs)"
+  snap_info="RustSec advisory-db $(git -C "$db" rev-parse --short HEAD) ($snap_date), cloned now"
+  db_from="$ADVISORY_DB_URL"
+else
+  say "skipped: the advisories check: no snapshot at $db_src and $ADVISORY_DB_URL cannot be cloned ($(head -n1 "$tmp/clone.err")); licences, bans and sources are still checked"
+  kept=()
+  for check in "${checks[@]}"; do
+    case "$check" in
+      all) kept+=(bans licenses sources) ;;
+      advisories) ;;
+      *) kept+=("$check") ;;
+    esac
+  done
+  if [[ ${#kept[@]} -eq 0 ]]; then
+    say "nothing left to check"
+    exit 0
+  fi
+  checks=("${kept[@]}")
+fi
+if [[ -n "$snap_date" ]]; then
+  export TURNSTILE_ADVISORY_DBS="$tmp" # deny.toml: db-path = "${TURNSTILE_ADVISORY_DBS:-...}"
+  age_days=$((($(date -u +%s) - $(date -u -d "$snap_date" +%s)) / 86400))
+  n_adv="$(find "$db/crates" -name 'RUSTSEC-*.md' | wc -l)"
+  [[ "$n_adv" -gt 0 ]] || die "the advisory db from $db_from holds no RUSTSEC-*.md advisory"
+  say "advisory db: $n_adv advisories from $db_from (of $snap_date, $age_days days old)"
+  [[ -n "$snap_info" ]] && say "  $snap_info"
+  if [[ "$age_days" -gt "$WARN_AGE_DAYS" ]]; then
+    say "WARNING: the advisory snapshot is $age_days days old (over $WARN_AGE_DAYS): advisories published since $snap_date are not checked; refresh shared/advisory-db (the check fails past 365 days)"
+  fi
 fi
 
 # -- 4. the checks --------------------------------------------------------------------------------
@@ -112,4 +143,4 @@ start=$SECONDS
 if ! "$deny" --offline --locked --color never check --show-stats "${checks[@]}"; then
   die "cargo deny found problems (above). Fix them, or accept one in deny.toml with a reason and list it in docs/supply-chain.md"
 fi
-say "OK: cargo deny check ${checks[*]} passed in $((SECONDS - start)) s (advisory db: RustSec snapshot of $snap_date)"
+say "OK: cargo deny check ${checks[*]} passed in $((SECONDS - start)) s (advisory db: ${snap_date:-none, skipped})"

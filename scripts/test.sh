@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite, on a fresh machine too: starts Kafka + Cassandra (scripts/services.sh)
+# The whole test suite, on a fresh machine too, and in a clone with nothing beside it: installs
+# the tools it uses (scripts/install-tools.sh), starts Kafka + Cassandra (scripts/services.sh)
 # when they are not running, checks that the product compiles without the test harness, runs
 # every Rust test with it (`--features harness`: unit, property, integration against the real
 # services), then every conversation scenario in process and end to end through the worker, then
@@ -8,6 +9,11 @@
 # supply-chain check. Stops the services at the end only if it started them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# The tools the suite uses that a fresh machine may lack (promtool, kcat, Java 17, …), from
+# Debian's packages.
+echo "== tools (scripts/install-tools.sh)"
+bash scripts/install-tools.sh
 
 # Floors of the whole-conversation eval (`turnstile eval conversations`, every conversation of
 # tests/data/conversations/, strict figures; docs/decision-quality.md "Whole conversations"):
@@ -42,12 +48,15 @@ fi
 export TURNSTILE_REQUIRE_SECURE_SERVICES=1
 eval "$(bash scripts/services.sh env)"
 
-examples=../shared/spec/examples
-paths=(tests/scenarios)
-if [ -d "$examples" ]; then
-  paths+=("$examples")
+# The project's scenarios and its copy of the conformance examples; the steering folder's
+# examples too when it sits beside the clone (the project's machines, CI), so that a newer one
+# runs before it is copied into tests/conformance/.
+paths=(tests/scenarios tests/conformance/examples)
+shared_examples=../shared/spec/examples
+if [ -d "$shared_examples" ]; then
+  paths+=("$shared_examples")
 else
-  echo "note: $examples not found; running the project's own scenarios only" >&2
+  echo "skipped: $shared_examples not found (nothing beside the clone); the in-repo copy in tests/conformance/examples runs"
 fi
 
 # The product builds without the test harness (feature `harness`: src/testkit, src/chaos,

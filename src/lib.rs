@@ -40,7 +40,7 @@
 //! | [`worker`] | the Kafka worker: consumer thread, key-ordered dispatch, offsets, transactional committer |
 //! | [`telemetry`] | the metric catalogue (names, labels, buckets) and JSON logging |
 //! | [`clock`] | the wall clock, read only at the edges |
-//! | [`scenario`] | the conversation-scenario format (`../shared/spec/scenarios.md`) and its runner |
+//! | [`scenario`] | the conversation-scenario format (`docs/scenarios.md`) and its runner |
 //!
 //! Contract requirement IDs (ST-1, PR-3, …) are cited in the code and tests that implement them.
 

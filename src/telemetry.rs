@@ -316,18 +316,59 @@ pub fn record_outcome(outcome: &TurnOutcome) {
     }
 }
 
-/// Installs JSON logs on stderr. `RUST_LOG` filters (default `info`).
-pub fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+/// Target of the turn span ([`turn_span`]). [`log_filter`] always enables it, so that a filter
+/// that keeps only warnings (`RUST_LOG=warn`, as under load) still gives a turn's warnings their
+/// span: filtered out like any INFO item, the span vanished and the lines lost their turn.
+pub const TURN_SPAN_TARGET: &str = "turnstile::turn";
+
+/// The span one inbound record runs in: every line logged while the record is processed (a model
+/// fallback, a tool retry, a store wait) carries its topic, partition and offset, and the tenant,
+/// turn id and checkpoint source once `pipeline::handle_record` records them.
+pub fn turn_span(topic: &str, partition: i32, offset: i64) -> tracing::Span {
+    tracing::info_span!(
+        target: TURN_SPAN_TARGET,
+        "turn",
+        topic = %topic,
+        partition,
+        offset,
+        tenant_id = tracing::field::Empty,
+        turn_id = tracing::field::Empty,
+        checkpoint = tracing::field::Empty
+    )
+}
+
+/// `spec` (`RUST_LOG` syntax; `info` when it does not parse), with the turn span always on.
+pub fn log_filter(spec: &str) -> tracing_subscriber::EnvFilter {
+    let filter = tracing_subscriber::EnvFilter::try_new(spec)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
+    match format!("{TURN_SPAN_TARGET}=info").parse() {
+        Ok(directive) => filter.add_directive(directive),
+        Err(_) => filter,
+    }
+}
+
+/// The worker's JSON log lines, filtered by `filter`, written to `writer`. A turn's lines carry
+/// its span's fields under `span`.
+pub fn json_logs<W>(
+    filter: tracing_subscriber::EnvFilter,
+    writer: W,
+) -> impl tracing::Subscriber + Send + Sync
+where
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    tracing_subscriber::fmt()
         .json()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        // A turn's lines carry its span's topic, partition, offset and tenant_id.
+        .with_writer(writer)
         .with_current_span(true)
         .with_span_list(false)
-        .try_init();
+        .finish()
+}
+
+/// Installs JSON logs on stderr. `RUST_LOG` filters (default `info`).
+pub fn init_logging() {
+    let spec = std::env::var("RUST_LOG").unwrap_or_else(|_| "info".to_owned());
+    let _ = tracing::subscriber::set_global_default(json_logs(log_filter(&spec), std::io::stderr));
 }
 
 /// Counts one waiter on a `*_waiting` gauge until dropped, so a wait abandoned mid-way (its

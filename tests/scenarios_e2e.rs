@@ -1,6 +1,6 @@
-//! `turnstile scenarios --e2e` on a small subset, through the real worker: the shared examples
-//! plus project scenarios covering a restart (SIGKILL), a redelivery, both together, and a
-//! `settings` block (a second worker). Needs Kafka and the CQL store
+//! `turnstile scenarios --e2e` on a small subset, through the real worker: the conformance
+//! examples (`tests/conformance/examples/`) plus project scenarios covering a restart (SIGKILL), a
+//! redelivery, both together, and a `settings` block (a second worker). Needs Kafka and the CQL store
 //! (`bash scripts/services.sh up`); without them this test fails, it never skips.
 
 // Needs the test harness (src/testkit, the fault hook, `chaos`, `scenarios --e2e`):
@@ -35,7 +35,7 @@ fn yaml_files(dir: &Path) -> usize {
 #[test]
 fn e2e_subset_passes_through_kafka_and_the_store() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let examples = root.join("../shared/spec/examples");
+    let examples = root.join("tests/conformance/examples");
     let expected = yaml_files(&examples) + PROJECT_SCENARIOS.len();
     let output = Command::new(env!("CARGO_BIN_EXE_turnstile"))
         // `config:` paths and the worker's default files resolve from the project root.

@@ -45,7 +45,7 @@ pub enum Command {
     /// embeddings router: in-scope accuracy and out-of-scope recall on `val` or `test`, at a
     /// threshold chosen on `val` + `oos_val`. A benchmark: it embeds ~18,000 utterances.
     Clinc150(Clinc150Args),
-    /// Whole conversations (../shared/spec/conversations.md) through the worker's turn path,
+    /// Whole conversations (docs/conversations.md) through the worker's turn path,
     /// the configured model and the tool webhooks: turn accuracy and conversation success
     /// (strict, lenient, 95 % CI), by locale and outcome class, unsafe turns, transcripts of
     /// the failures (exit 0 ran, 1 a floor not met, 64 data or configuration, 69 model service
@@ -55,7 +55,7 @@ pub enum Command {
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct Clinc150Args {
-    /// CLINC150 JSON file in its own format (../shared/data/clinc150/data_train_val.json, or
+    /// CLINC150 JSON file in its own format (tests/data/clinc150/data_train_val.json, or
     /// CLINC's data_full.json, which also holds `test`).
     pub path: PathBuf,
     /// Split to report (`oos_<split>` is its out-of-scope part).
@@ -107,7 +107,7 @@ pub struct DecisionsArgs {
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct RecogniserArgs {
-    /// CLINC150 JSON file in its own format (e.g. ../shared/data/clinc150/data_train_val.json).
+    /// CLINC150 JSON file in its own format (e.g. tests/data/clinc150/data_train_val.json).
     pub path: PathBuf,
     /// Split to read.
     #[arg(long, default_value = "train", value_parser = ["train", "val", "test"])]

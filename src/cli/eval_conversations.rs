@@ -33,7 +33,7 @@ pub const EXIT_FLOOR_NOT_MET: u8 = 1;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ConversationsArgs {
-    /// Conversation sets, JSONL (../shared/spec/conversations.md).
+    /// Conversation sets, JSONL (docs/conversations.md).
     #[arg(required = true)]
     pub data: Vec<PathBuf>,
     /// Agents configuration.

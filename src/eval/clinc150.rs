@@ -1,6 +1,6 @@
 //! CLINC150 (Larson et al., EMNLP-IJCNLP 2019, CC BY 3.0) in its own JSON format:
 //! `{"train": [[text, intent], ...], "val": [...], "test": [...], "oos_train": [...], ...}`.
-//! The project's copy (`../shared/data/clinc150/data_train_val.json`) holds `train` and `val`;
+//! The project's copy (`tests/data/clinc150/data_train_val.json`) holds `train` and `val`;
 //! CLINC's full file (`data_full.json`) also holds `test`.
 
 use std::collections::BTreeMap;
@@ -17,7 +17,7 @@ pub struct Clinc150 {
 
 #[derive(Debug, thiserror::Error)]
 pub enum Clinc150Error {
-    #[error("cannot read {}: {source}; pass the path of CLINC150's JSON file (e.g. ../shared/data/clinc150/data_train_val.json)", path.display())]
+    #[error("cannot read {}: {source}; pass the path of CLINC150's JSON file (e.g. tests/data/clinc150/data_train_val.json)", path.display())]
     Read {
         path: PathBuf,
         source: std::io::Error,

@@ -1,4 +1,4 @@
-//! `turnstile eval conversations`: whole conversations (`../shared/spec/conversations.md`)
+//! `turnstile eval conversations`: whole conversations (`docs/conversations.md`)
 //! through the worker's own turn path with the real decision model and the real tool webhooks,
 //! judged turn by turn.
 //!

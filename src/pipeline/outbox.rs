@@ -12,10 +12,9 @@ use crate::message::{Output, OutputTopic};
 pub struct OutboxOutput {
     pub topic: String,
     pub key: String,
-    /// The payload's own JSON, embedded as is: stored as a string, every payload was escaped on
-    /// save and unescaped on the next load (the outbox's JSON fell from 5.4 to 3.7 % of the
-    /// worker's CPU). Rows written before hold a JSON string; so does a payload that is not
-    /// exactly one JSON value (see [`from_outbox`]).
+    /// The payload's own JSON, embedded as is, so it is neither escaped on save nor unescaped on
+    /// the next load, as a string would be. Older rows hold a JSON string; so does a payload that
+    /// is not exactly one JSON value (see [`from_outbox`]).
     pub payload: Box<RawValue>,
     pub output_id: String,
     pub kind: String,

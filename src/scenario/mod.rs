@@ -1,4 +1,4 @@
-//! The conversation-scenario format (`../shared/spec/scenarios.md`), its in-process runner and
+//! The conversation-scenario format (`docs/scenarios.md`), its in-process runner and
 //! (feature `harness` only) its end-to-end runner (`--e2e`: through the real worker, Kafka and
 //! the CQL store, built on `testkit`).
 

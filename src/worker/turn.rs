@@ -24,15 +24,7 @@ where
     S: CheckpointStore + Send + Sync,
 {
     use tracing::Instrument;
-    let span = tracing::info_span!(
-        "turn",
-        topic = %shared.topics.inbound,
-        partition = record.partition,
-        offset = record.offset,
-        tenant_id = tracing::field::Empty,
-        turn_id = tracing::field::Empty,
-        checkpoint = tracing::field::Empty
-    );
+    let span = crate::telemetry::turn_span(&shared.topics.inbound, record.partition, record.offset);
     Box::pin(apply_record(shared, record, key, epoch, committed_mark))
         .instrument(span)
         .await
@@ -144,11 +136,11 @@ mod tests {
     }
 
     /// Under a slow model most turns in flight wait for a model slot inside `decide_turn`, each
-    /// holding its pending model calls (and `apply_turn`'s future around it). Building every
-    /// cascade component's future up front and the HTTP exchange's inline made a classify call
-    /// 6.9 KB and `decide_turn` 19 KB (test build); now only the taken component is built and
-    /// the exchange is boxed once a slot is held; `decide_turn` boxes each step's calls and uses
-    /// its start state in place (19 KB before, 2.8 KB now).
+    /// holding its pending model calls (and `apply_turn`'s future around it), so these futures'
+    /// sizes multiply by the turns in flight. They stay small because the cascade builds only the
+    /// component it takes, the HTTP exchange is boxed once a slot is held, and `decide_turn`
+    /// boxes each step's calls and uses its start state in place; the bounds below fail a change
+    /// that inlines a large future again.
     #[test]
     fn a_turn_waiting_for_a_model_slot_holds_small_futures() {
         use crate::domain::effect::{ClassifierRequest, ToolRequest};
@@ -220,8 +212,8 @@ mod tests {
             "a tool call's future is {execute} bytes"
         );
         assert!(decide <= 4 * 1024, "decide_turn's future is {decide} bytes");
-        // 592 bytes: what it holds across the store read is the row's small handle. Keeping a
-        // decoded checkpoint in the cache once held one inline there (1,208 bytes).
+        // What it holds across the store read is the row's small handle, not a decoded
+        // checkpoint.
         assert!(
             apply <= 1024,
             "apply_turn's future is {apply} bytes: box what it holds across its awaits"

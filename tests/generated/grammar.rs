@@ -1,6 +1,6 @@
 //! A seeded generator of whole conversations for the example domain (`config/agents.example.yaml`).
 //!
-//! A conversation is plain data in the shape of a scenario file (`../shared/spec/scenarios.md`):
+//! A conversation is plain data in the shape of a scenario file (`docs/scenarios.md`):
 //! per turn the user input, the locale, the clock step, what each model component answers, what
 //! the tools answer, and `restart` / `redeliver`. The one thing the scenario format cannot say is a
 //! crash in the middle of a turn (`crash`), which the harness injects around the checkpoint store.

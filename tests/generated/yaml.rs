@@ -1,4 +1,4 @@
-//! Renders a conversation as a scenario file (`../shared/spec/scenarios.md`) that
+//! Renders a conversation as a scenario file (`docs/scenarios.md`) that
 //! `turnstile scenarios` runs unchanged: drop it into `tests/scenarios/` to keep a failure fixed.
 
 use std::collections::BTreeMap;

@@ -275,7 +275,7 @@ pub async fn worker_phase(
 }
 
 /// Task switches per turn and how busy the machine was over the load: what the CPU figure was
-/// measured under (docs/benchmarks.md, "Method" and "The 17 % bisected").
+/// measured under (docs/benchmarks.md, "Method").
 fn contention(
     switches: Option<((u64, u64), (u64, u64))>,
     machine: Option<((u64, u64), (u64, u64))>,

@@ -1,4 +1,4 @@
-//! Reads conversation sets (`../shared/spec/conversations.md`): one JSON object per line. Every
+//! Reads conversation sets (`docs/conversations.md`): one JSON object per line. Every
 //! problem names the file, the line and the field as a JSON path (`turns[2].expect.outcome`,
 //! 0-based like any JSON path), so a set that cannot be played says where to fix it. Names the
 //! configuration cannot produce (an assistant, a tool, a parameter) are problems too: an
