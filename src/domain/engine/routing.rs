@@ -38,6 +38,7 @@ impl Run<'_> {
             return Ok(());
         }
         // Step 3: PR-1 typed fill, PR-6 recogniser. No model when they decide.
+        let mut refusal = false;
         match self.active_status() {
             Some(TransactionStatus::CollectingParameters | TransactionStatus::PreValidation)
                 if Box::pin(self.try_typed_fill(text)).await? =>
@@ -61,12 +62,9 @@ impl Run<'_> {
                     return Ok(());
                 }
                 // PR-6: `melhor não, vou esperar` — a refusing first clause, nothing after it
-                // that affirms or names the action: declined, which is always safe.
-                None if confirmation::refuses_first(text, &self.confirmation_verbs()) => {
-                    self.out.settled_without_model = true;
-                    return self.declined();
-                }
-                None => {}
+                // that affirms or names the action: declined (always safe), unless session
+                // control hands off or ends (`não é isso, quero falar com um atendente`).
+                None => refusal = confirmation::refuses_first(text, &self.confirmation_verbs()),
             },
             _ => {}
         }
@@ -75,6 +73,7 @@ impl Run<'_> {
             match self.classify(text).await? {
                 Some(SessionControl::HumanHandoff) => return self.handoff(),
                 Some(SessionControl::EndSession) => return self.end_session(),
+                _ if refusal => return self.declined(),
                 // Step 5 (SC-3: CONTINUE without an active agent is ROUTE; with an active
                 // agent but no transaction, the router decides).
                 Some(SessionControl::Continue)
@@ -90,6 +89,9 @@ impl Run<'_> {
                 }
                 _ => {}
             }
+        }
+        if refusal {
+            return self.declined();
         }
         // Step 6: the router.
         Box::pin(self.route(text, None)).await
