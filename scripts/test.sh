@@ -5,8 +5,9 @@
 # every Rust test with it (`--features harness`: unit, property, integration against the real
 # services), then every conversation scenario in process and end to end through the worker, then
 # the whole-conversation eval against the floors below (with the embeddings server; skipped when
-# EMBEDDINGS_ENABLED=0), then the offline deploy checks (chart, alerts, dashboard, AsyncAPI) and the
-# supply-chain check. Stops the services at the end only if it started them.
+# EMBEDDINGS_ENABLED=0), then the offline deploy checks (chart, alerts, dashboard, AsyncAPI), the
+# supply-chain check and the SBOM of the Rust dependencies (scripts/sbom.sh). Stops the services at
+# the end only if it started them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -123,3 +124,5 @@ echo "== deploy: Helm chart against Kubernetes and CRD schemas, alerts and dashb
 bash scripts/check-deploy.sh
 echo "== supply chain: licences, bans, sources, advisories (offline RustSec snapshot)"
 bash scripts/check-supply-chain.sh
+echo "== SBOM of the Rust dependencies (CycloneDX 1.5: every Cargo.lock package, checked and schema-validated)"
+bash scripts/sbom.sh target/sbom/turnstile.cdx.json
