@@ -73,6 +73,60 @@ sed 's/^/   lib: /' "$rootfs/usr/share/turnstile/libraries.txt"
 # Runs the image's binary inside the rootfs as the image user, with nothing from the host.
 in_rootfs() { env -i "$chroot_bin" --userspec=$uid:$uid "$rootfs" /usr/local/bin/turnstile "$@"; }
 
+step "what scanners read: package database, os-release, SBOM"
+check_scanner_view() {  # ROOTFS: independent of how image-rootfs.sh wrote them
+  local root=$1 lib path pkg name want got status sums md5 n=0 ssl_pkg="" ssl_ver=""
+  grep -q '^ID=debian$' "$root/etc/os-release" 2>/dev/null \
+    || fail "$root/etc/os-release is missing or not Debian's (scanners cannot identify the OS)"
+  [[ -s "$root/etc/debian_version" ]] || fail "$root/etc/debian_version is missing"
+  while read -r lib; do
+    # The package the host's dpkg says owns the library's ldd path (under /lib or /usr/lib).
+    pkg=""
+    for path in "$lib" "${lib/#\/usr\/lib\//\/lib\/}" "${lib/#\/lib\//\/usr\/lib\/}" \
+      "${lib/#\/usr\/lib64\//\/lib64\/}"; do
+      pkg=$(dpkg-query -S "$path" 2>/dev/null | head -1 | sed 's/: .*//') && [[ -n "$pkg" ]] && break
+    done
+    [[ -n "$pkg" ]] || fail "no Debian package owns $lib on this system (dpkg-query -S)"
+    name=${pkg%%:*}
+    want=$(dpkg-query -W -f='${Version}' "$pkg")
+    status="$root/var/lib/dpkg/status.d/$name"
+    [[ -f "$status" ]] || fail "$lib comes from $pkg $want, but $status is missing: scanners cannot see it"
+    got=$(sed -n 's/^Version: //p' "$status")
+    [[ "$got" == "$want" ]] || fail "$status says version '$got', the copied $lib is from $pkg $want"
+    grep -q '^Status: install ok installed$' "$status" || fail "$status is not 'install ok installed'"
+    # The bytes shipped are that package's: its md5sums entry matches the copied file.
+    sums=/var/lib/dpkg/info/$pkg.md5sums
+    [[ -f "$sums" ]] || sums=/var/lib/dpkg/info/$name.md5sums
+    md5=$(grep -E "  ${path#/}\$" "$sums" 2>/dev/null | awk '{print $1}' | head -1 || true)
+    if [[ -n "$md5" ]]; then
+      [[ "$(md5sum <"$root$lib" | awk '{print $1}')" == "$md5" ]] \
+        || fail "$root$lib differs from $pkg $want's file (md5sums): the recorded version is not what ships"
+    fi
+    if [[ "$(basename "$lib")" == libssl.so.3 ]]; then ssl_pkg=$name ssl_ver=$want; fi
+    n=$((n + 1))
+  done <"$root/usr/share/turnstile/libraries.txt"
+  [[ -f "$root/var/lib/dpkg/status.d/ca-certificates" ]] || fail "no dpkg entry for ca-certificates"
+  # OpenSSL by name: libssl3, built from the openssl source package, at the version copied.
+  [[ -n "$ssl_pkg" ]] || fail "libssl.so.3 is not among the copied libraries"
+  grep -q '^Source: openssl$' "$root/var/lib/dpkg/status.d/$ssl_pkg" \
+    || fail "status.d/$ssl_pkg does not name the openssl source package"
+  python3 - "$root/usr/share/turnstile/sbom/turnstile.cdx.json" "$ssl_pkg" "$ssl_ver" <<'EOF' || fail "the image SBOM does not name OpenSSL ($ssl_pkg $ssl_ver)"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+name, version = sys.argv[2], sys.argv[3]
+hits = [c for c in doc["components"] if c["name"] == name and c["version"] == version
+        and c["purl"].startswith(f"pkg:deb/debian/{name}@")
+        and {"name": "turnstile:deb:source", "value": "openssl"} in c.get("properties", [])]
+sys.exit(0 if hits else f"no {name} {version} (source openssl) component in {sys.argv[1]}")
+EOF
+  python3 scripts/sbom.py check-image "$root/usr/share/turnstile/sbom/turnstile.cdx.json" --rootfs "$root" >/dev/null \
+    || fail "the image SBOM does not match the package database (scripts/sbom.py check-image)"
+  bash scripts/sbom.sh --validate "$root/usr/share/turnstile/sbom/turnstile.cdx.json" >/dev/null \
+    || fail "the image SBOM is not valid CycloneDX 1.5 (bash scripts/sbom.sh --validate)"
+  echo "   ok: $n libraries each recorded in /var/lib/dpkg/status.d at the version and bytes copied; OpenSSL = $ssl_pkg $ssl_ver (source openssl) in status.d and the SBOM; os-release $(sed -n 's/^PRETTY_NAME=//p' "$root/etc/os-release"); SBOM valid CycloneDX 1.5"
+}
+check_scanner_view "$rootfs"
+
 step "chroot: the binary runs with only those libraries, as UID $uid"
 in_rootfs --help >"$cache/help.txt" || fail "turnstile --help failed in the rootfs"
 grep -q '^Usage: turnstile' "$cache/help.txt" || fail "unexpected --help output: $(head -3 "$cache/help.txt")"
@@ -159,14 +213,30 @@ fi
 
 
 step "buildah $(buildah --version | awk '{print $3}'): the Containerfile's runtime stage on scratch"
-bah build --quiet --target runtime --build-context "builder=$context" \
+# The OCI labels as scripts/build-image.sh computes them (IMAGE_SOURCE defaults to a placeholder
+# here: this clone may have no https origin remote).
+mapfile -t label_args < <(IMAGE_SOURCE=${IMAGE_SOURCE:-https://example.invalid/turnstile} \
+  bash scripts/build-image.sh --print-build-args) || fail "scripts/build-image.sh --print-build-args"
+bah build --quiet --target runtime --build-context "builder=$context" "${label_args[@]}" \
   -f Containerfile -t "$tag" . >"$cache/build.log" 2>&1 \
   || { cat "$cache/build.log" >&2; fail "buildah build of the runtime stage"; }
 bah inspect --type image "$tag" >"$cache/image.json"
-python3 - "$uid" "$cache/image.json" <<'EOF' || fail "image config"
-import json, sys
+python3 - "$uid" "$cache/image.json" "${label_args[@]}" <<'EOF' || fail "image config"
+import json, re, sys
 uid = sys.argv[1]
 c = json.load(open(sys.argv[2]))["OCIv1"]["config"]
+args = dict(a.split("=", 1) for a in sys.argv[3:] if a != "--build-arg")
+labels = c.get("Labels") or {}
+oci = "org.opencontainers.image."
+want_labels = {oci + "licenses": "Apache-2.0", oci + "version": args["IMAGE_VERSION"],
+               oci + "revision": args["IMAGE_REVISION"], oci + "created": args["IMAGE_CREATED"],
+               oci + "source": args["IMAGE_SOURCE"]}
+bad = {k: (labels.get(k), v) for k, v in want_labels.items() if labels.get(k) != v or not v}
+if bad:
+    sys.exit(f"OCI labels differ (got, want): {bad}")
+if not re.fullmatch(r"[0-9a-f]{40}(-dirty)?", labels[oci + "revision"]):
+    sys.exit(f"revision label is not a git commit: {labels[oci + 'revision']}")
+print("   ok: OCI labels " + ", ".join(f"{k[len(oci):]}={v}" for k, v in sorted(want_labels.items())))
 want = {
     "User": f"{uid}:{uid}",
     "Entrypoint": ["/usr/local/bin/turnstile"],
@@ -183,6 +253,10 @@ size=$(bah images --format '{{.Size}}' "$tag" | head -1)
 ok "image built: $tag ($size)"
 
 ctr=$(bah from --quiet "$tag")
+# The image's own file system (not the context directory) carries what scanners read.
+mnt=$(bah mount "$ctr") || fail "buildah mount"
+check_scanner_view "$mnt"
+bah umount "$ctr" >/dev/null
 brun() { bah run --isolation chroot "$@"; }
 out=$(brun "$ctr" -- /usr/local/bin/turnstile --help 2>&1) || fail "buildah run turnstile --help: $out"
 grep -q '^Usage: turnstile' <<<"$out" || fail "unexpected --help output in the image"

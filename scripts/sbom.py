@@ -290,7 +290,6 @@ def deb_component(e, distro):
     props = []
     if src:
         m = re.match(r"(\S+)(?: \((.*)\))?", src)
-        props.append({"name": "syft:metadata:source", "value": m.group(1)})
         props.append({"name": "turnstile:deb:source", "value": m.group(1)})
         if m.group(2):
             props.append({"name": "turnstile:deb:source-version", "value": m.group(2)})

@@ -3,6 +3,7 @@
 # generated and checked; run by scripts/test.sh, so CI produces it on every run.
 #
 #   bash scripts/sbom.sh [OUTPUT]     # default: target/sbom/turnstile.cdx.json
+#   bash scripts/sbom.sh --validate FILE   # only step 3, for any CycloneDX 1.5 file (check-image.sh)
 #
 # 1. `python3 scripts/sbom.py rust`: every package of Cargo.lock from `cargo metadata --locked`
 #    (name, version, purl pkg:cargo/NAME@VERSION, licence expression, the lock file's SHA-256 of
@@ -27,8 +28,12 @@ command -v python3 >/dev/null || die "python3 not found (apt-get install python3
 python3 -c 'import tomllib' 2>/dev/null || die "python3 is older than 3.11 (tomllib): install a newer python3"
 command -v cargo >/dev/null || die "cargo not found"
 
-python3 scripts/sbom.py rust --output "$out"
-python3 scripts/sbom.py check-rust "$out"
+if [[ "${1:-}" == --validate ]]; then
+  out=${2:?usage: sbom.sh --validate FILE}
+else
+  python3 scripts/sbom.py rust --output "$out"
+  python3 scripts/sbom.py check-rust "$out"
+fi
 
 if ! "$venv/bin/python" -c "import cyclonedx.validation.json, importlib.metadata as m; assert m.version('cyclonedx-python-lib') == '$CYCLONEDX_LIB_VERSION'" 2>/dev/null; then
   echo "sbom: installing cyclonedx-python-lib $CYCLONEDX_LIB_VERSION (schema validator) into $venv"
