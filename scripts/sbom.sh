@@ -50,7 +50,9 @@ from cyclonedx.validation.json import JsonStrictValidator
 errors = JsonStrictValidator(SchemaVersion.V1_5).validate_str(open(sys.argv[1]).read(), all_errors=True)
 if errors:
     for e in list(errors)[:20]:
-        print(f"sbom: schema: {e}", file=sys.stderr)
+        err = getattr(e, "data", None)
+        where = "/".join(str(p) for p in getattr(err, "absolute_path", []))
+        print(f"sbom: schema: at /{where}: {getattr(err, 'message', e)}", file=sys.stderr)
     sys.exit(1)
 print(f"sbom: ok: {sys.argv[1]}: valid CycloneDX 1.5 JSON (strict schema, cyclonedx-python-lib)")
 EOF
