@@ -20,9 +20,9 @@ bash scripts/install-tools.sh
 # tests/data/conversations/, strict figures; docs/decision-quality.md "Whole conversations"):
 # the suite fails when turn accuracy or conversation success falls below its floor, or when more
 # turns than MAX_UNSAFE are unsafe.
-MIN_TURN_ACCURACY=0.83
-MIN_CONVERSATION_SUCCESS=0.62
-MAX_UNSAFE=5
+MIN_TURN_ACCURACY=0.88
+MIN_CONVERSATION_SUCCESS=0.72
+MAX_UNSAFE=0
 
 started=0
 secure_started=0
