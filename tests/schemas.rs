@@ -810,23 +810,15 @@ fn hand_outcome(replies: Vec<String>, events: Vec<Event>) -> TurnOutcome {
         transitions: vec![],
         settled_without_model: false,
         results: vec![],
+        handback: None,
     }
 }
 
-// IO-2, Events: all eight contract types encode to schema-valid CloudEvents, in the given order;
+// IO-2, Events: all nine contract types encode to schema-valid CloudEvents, in the given order;
 // a turn with no text publishes no reply, and event ids do not depend on the reply's presence.
 #[test]
 fn every_event_type_encodes_and_reply_absence_keeps_event_ids() {
-    let kinds = [
-        EventType::StateInconsistent,
-        EventType::Cancelled,
-        EventType::Failed,
-        EventType::OutOfScope,
-        EventType::Completed,
-        EventType::Started,
-        EventType::HumanHandoffRequested,
-        EventType::EndRequested,
-    ];
+    let kinds = EventType::ALL;
     let events: Vec<Event> = kinds
         .iter()
         .map(|k| Event {
@@ -840,7 +832,7 @@ fn every_event_type_encodes_and_reply_absence_keeps_event_ids() {
     };
     let with_reply = hand_outcome(vec!["a".into(), String::new(), "b".into()], events.clone());
     let outputs = encode_outputs(&t, &with_reply, 0);
-    assert_eq!(outputs.len(), 9);
+    assert_eq!(outputs.len(), 10);
     let reply = ReplyMessage::from_json(&outputs[0].payload).unwrap();
     assert_eq!(
         reply.text, "a\nb",
@@ -859,7 +851,7 @@ fn every_event_type_encodes_and_reply_absence_keeps_event_ids() {
 
     let silent = hand_outcome(vec![String::new()], events);
     let silent_outputs = encode_outputs(&t, &silent, 0);
-    assert_eq!(silent_outputs.len(), 8, "no text, no reply");
+    assert_eq!(silent_outputs.len(), 9, "no text, no reply");
     assert!(silent_outputs
         .iter()
         .all(|o| o.topic == OutputTopic::Events));
