@@ -194,7 +194,7 @@ fn transaction_sentence(tx: &Transaction, tool: &Tool, locale: Locale) -> String
             format::join_and(items, locale)
         }
     };
-    let title = tool.title.get(locale);
+    let title = format::capitalised(tool.title.get(locale));
     let status = status_words(tx.status, locale);
     match locale {
         Locale::En => format!(
