@@ -728,7 +728,8 @@ fn check_outputs(turn: &Turn, outcome: &TurnOutcome, outputs: &[Output]) {
     }
 }
 
-// IO-2, EV-1: a whole conversation (start, fill, pre-validate, confirm, execute, handoff, end)
+// IO-2, EV-1: a whole conversation (start, fill, pre-validate, confirm, execute, handoff,
+// hand-back, handoff again, end)
 // through the real engine: every reply and event validates, and ids are stable across re-runs
 // and clocks but distinct across turns.
 #[test]
@@ -743,7 +744,9 @@ fn engine_outputs_validate_and_ids_are_deterministic() {
         turn("u3", TurnInput::Action(ChannelAction::Confirm), 3_000),
         turn("u4", TurnInput::Text("cancel my order".into()), 4_000),
         turn("u5", TurnInput::Action(ChannelAction::Handoff), 5_000),
-        turn("u6", TurnInput::Action(ChannelAction::End), 6_000),
+        turn("u6", TurnInput::Action(ChannelAction::Handback), 6_000),
+        turn("u7", TurnInput::Action(ChannelAction::Handoff), 7_000),
+        turn("u8", TurnInput::Action(ChannelAction::End), 8_000),
     ];
     let mut state = AgentState::default();
     let mut seen_ids = std::collections::BTreeSet::new();
@@ -769,6 +772,7 @@ fn engine_outputs_validate_and_ids_are_deterministic() {
         "transaction.started",
         "transaction.completed",
         "session.human_handoff.requested",
+        "session.handback.completed",
         "session.end.requested",
         "transaction.cancelled",
     ] {
