@@ -22,6 +22,8 @@ pub const TRANSACTION_TRANSITIONS_TOTAL: &str = "turnstile_transaction_transitio
 pub const EVENTS_TOTAL: &str = "turnstile_events_total";
 pub const INCONSISTENT_STATES_TOTAL: &str = "turnstile_inconsistent_states_total";
 pub const TURNS_SETTLED_WITHOUT_MODEL_TOTAL: &str = "turnstile_turns_settled_without_model_total";
+/// SC-11: `handback` actions by `outcome` (`HandbackOutcome::as_str`), `not_pending` included.
+pub const HANDBACKS_TOTAL: &str = "turnstile_handbacks_total";
 /// RP-1: completed tools' results by tool and `rendering` (`ResultRendering::as_str`).
 pub const TOOL_RESULTS_RENDERED_TOTAL: &str = "turnstile_tool_results_rendered_total";
 // The worker.
@@ -150,6 +152,11 @@ pub fn describe() {
          unmapped_value, no_template, missing_field; RP-1)."
     );
     describe_counter!(TURNS_TOTAL, Unit::Count, "Inbound turns by outcome.");
+    describe_counter!(
+        HANDBACKS_TOTAL,
+        Unit::Count,
+        "Hand-back actions (SC-11) by outcome: resumed, expired, no_transaction, not_pending."
+    );
     describe_histogram!(
         TURN_DURATION_SECONDS,
         Unit::Seconds,
@@ -309,6 +316,9 @@ pub fn record_outcome(outcome: &TurnOutcome) {
     }
     if outcome.settled_without_model {
         counter!(TURNS_SETTLED_WITHOUT_MODEL_TOTAL).increment(1);
+    }
+    if let Some(handback) = outcome.handback {
+        counter!(HANDBACKS_TOTAL, "outcome" => handback.as_str()).increment(1);
     }
     for (tool, rendering) in &outcome.results {
         counter!(TOOL_RESULTS_RENDERED_TOTAL, "tool" => tool.clone(), "rendering" => rendering.as_str())

@@ -14,9 +14,11 @@ use turnstile::domain::decision::{
     RouterDecision, SessionControl, ToolResult,
 };
 use turnstile::domain::effect::{
-    ClassifierRequest, EventType, InterpreterRequest, Request, RouterRequest, ToolRequest,
+    Answer, ClassifierRequest, EventType, HandbackOutcome, InterpreterRequest, Request,
+    RouterRequest, ToolRequest, TurnOutcome,
 };
 use turnstile::domain::engine::{single_attempt_result, Engine, Step};
+use turnstile::domain::locale::Locale;
 use turnstile::domain::state::{self, AgentState};
 use turnstile::domain::transaction::{Transaction, TransactionStatus};
 use turnstile::domain::turn::{ChannelAction, Identity, Turn, TurnInput};
@@ -652,4 +654,262 @@ async fn lc2_not_eligible_event_snapshot_is_the_stored_last_transaction() {
         .find(|e| e.kind == EventType::OutOfScope)
         .expect("out_of_scope event");
     assert_eq!(ending.data["transaction"], json!(last));
+}
+
+fn action_turn(id: &str, action: ChannelAction, locale: Locale, at_ms: i64) -> Turn {
+    Turn {
+        input: TurnInput::Action(action),
+        locale,
+        ..text_turn(id, "", at_ms)
+    }
+}
+
+/// A retail_order_cancel for PED-1001 waiting for the customer's yes, last touched at 0.
+fn awaiting_confirmation() -> AgentState {
+    let mut s = planted(
+        TransactionStatus::AwaitingConfirmation,
+        "retail_order_cancel",
+    );
+    let tx = s.active_transaction.as_mut().unwrap();
+    tx.confirmation_received = false;
+    tx.executing_turn_id = None;
+    s.recompute_projections();
+    s
+}
+
+fn handed_off(mut s: AgentState) -> AgentState {
+    s.human_handoff_requested = true;
+    s.recompute_projections();
+    s
+}
+
+fn finished(
+    engine: &Engine<'_>,
+    state: &AgentState,
+    turn: &Turn,
+    answers: &[Answer],
+) -> TurnOutcome {
+    match engine.step(state, turn, answers).unwrap() {
+        Step::Done(outcome) => *outcome,
+        Step::Need(request) => panic!("the turn asked for {request:?}"),
+    }
+}
+
+/// SC-5, issue 26 item 4: the handoff event tells a queue router why (the channel action, the
+/// classifier's label and confidence, or exhausted attempts), in which locale, about which
+/// transaction (tool and status) and a short summary built from the state — no model call, no
+/// parameter values, the same text every time — and keeps every field it had.
+#[test]
+fn sc5_handoff_event_carries_reason_locale_transaction_and_summary() {
+    let catalog = catalog();
+    let settings = Settings::default();
+    let engine = Engine::new(&catalog, &settings);
+
+    let turn = action_turn("h1", ChannelAction::Handoff, Locale::En, 1_000);
+    let outcome = finished(&engine, &awaiting_confirmation(), &turn, &[]);
+    assert_eq!(outcome.events.len(), 1);
+    assert_eq!(outcome.events[0].kind, EventType::HumanHandoffRequested);
+    let data = &outcome.events[0].data;
+    for kept in [
+        "route",
+        "intent",
+        "handoff",
+        "session_control",
+        "identity",
+        "locale",
+        "last_turns",
+        "message",
+        "active_agent",
+        "active_transaction",
+    ] {
+        assert!(data.get(kept).is_some(), "v1 field {kept} kept: {data:#}");
+    }
+    assert_eq!(
+        data["reason"],
+        json!({"source": "channel_action", "action": "handoff"})
+    );
+    assert_eq!(data["locale"], "en");
+    assert_eq!(data["transaction_tool"], "retail_order_cancel");
+    assert_eq!(data["transaction_status"], "AWAITING_CONFIRMATION");
+    assert_eq!(
+        data["summary"],
+        "The customer asked for a person with the channel's button. In progress: Order \
+         cancellation (awaiting confirmation); collected: order number; missing: none. Customer \
+         messages in this session: 1."
+    );
+    let again = finished(&engine, &awaiting_confirmation(), &turn, &[]);
+    assert_eq!(again.events, outcome.events, "deterministic");
+
+    // The classifier's label and confidence, in pt-BR, while collecting.
+    let mut collecting = planted(
+        TransactionStatus::CollectingParameters,
+        "retail_order_cancel",
+    );
+    {
+        let tx = collecting.active_transaction.as_mut().unwrap();
+        tx.arguments.clear();
+        tx.missing_parameters = vec!["order_id".into()];
+        tx.confirmation_received = false;
+        tx.executing_turn_id = None;
+    }
+    collecting.recompute_projections();
+    let turn = Turn {
+        locale: Locale::PtBr,
+        ..text_turn("h2", "quero falar com um atendente", 1_000)
+    };
+    let classified = Answer::Classifier(Ok(ClassifierDecision {
+        decision: SessionControl::HumanHandoff,
+        confidence: 0.97,
+    }));
+    let outcome = finished(&engine, &collecting, &turn, &[classified]);
+    let data = &outcome.events[0].data;
+    assert_eq!(
+        data["reason"],
+        json!({"source": "classifier", "label": "HUMAN_HANDOFF", "confidence": 0.97})
+    );
+    assert_eq!(data["locale"], "pt-BR");
+    assert_eq!(data["transaction_status"], "COLLECTING_PARAMETERS");
+    assert_eq!(
+        data["summary"],
+        "O cliente pediu um atendente (confiança do classificador 0,97). Em andamento: \
+         Cancelamento do pedido (coletando dados); informado: nenhum; faltando: número do pedido. \
+         Mensagens do cliente nesta sessão: 1."
+    );
+
+    // No transaction: tool and status are null, and the summary says so.
+    let turn = action_turn("h3", ChannelAction::Handoff, Locale::En, 1_000);
+    let outcome = finished(&engine, &AgentState::default(), &turn, &[]);
+    let data = &outcome.events[0].data;
+    assert_eq!(data["transaction_tool"], Value::Null);
+    assert_eq!(data["transaction_status"], Value::Null);
+    assert!(data["summary"]
+        .as_str()
+        .unwrap()
+        .contains("No request in progress."));
+}
+
+/// SC-11: a hand-back resumes the kept transaction where it was: the assistant-is-back line,
+/// then the pending question; `session.handback.completed` names the transaction; the flag is
+/// cleared and next_state is the agent again; counted under `outcome=resumed`.
+#[test]
+fn sc11_handback_resumes_and_is_counted() {
+    let catalog = catalog();
+    let settings = Settings::default();
+    let engine = Engine::new(&catalog, &settings);
+    let turn = action_turn("b1", ChannelAction::Handback, Locale::En, 2_000);
+    let outcome = finished(&engine, &handed_off(awaiting_confirmation()), &turn, &[]);
+    assert_eq!(outcome.handback, Some(HandbackOutcome::Resumed));
+    assert_eq!(
+        outcome.replies,
+        vec![
+            "You are chatting with the virtual assistant again.".to_owned(),
+            "Please confirm the order cancellation — order number: PED-1001. Reply yes or no."
+                .to_owned()
+        ]
+    );
+    assert!(!outcome.state.human_handoff_requested);
+    assert_eq!(outcome.state.next_state.as_deref(), Some("retail"));
+    assert_eq!(
+        outcome.state.transaction_status,
+        Some(TransactionStatus::AwaitingConfirmation)
+    );
+    assert!(outcome.route.is_none(), "not routed");
+    assert_eq!(outcome.events.len(), 1);
+    assert_eq!(outcome.events[0].kind, EventType::HandbackCompleted);
+    let data = &outcome.events[0].data;
+    assert_eq!(data["outcome"], "resumed");
+    assert_eq!(data["transaction_id"], "tx-planted");
+    assert_eq!(data["transaction_tool"], "retail_order_cancel");
+    assert_eq!(data["transaction_status"], "AWAITING_CONFIRMATION");
+    assert_eq!(data["next_state"], "retail");
+    assert_eq!(data["locale"], "en");
+    assert_eq!(data["identity"]["session_id"], "s-engine");
+
+    let recorder = CountingRecorder::default();
+    metrics::with_local_recorder(&recorder, || telemetry::record_outcome(&outcome));
+    assert_eq!(
+        recorder.family(telemetry::HANDBACKS_TOTAL),
+        vec![(
+            format!("{}{{outcome=resumed}}", telemetry::HANDBACKS_TOTAL),
+            1
+        )]
+    );
+    assert_eq!(
+        recorder.family(telemetry::EVENTS_TOTAL),
+        vec![(
+            format!(
+                "{}{{type=session.handback.completed}}",
+                telemetry::EVENTS_TOTAL
+            ),
+            1
+        )]
+    );
+}
+
+/// SC-11, ST-6: the session expired while a person had it: the transaction's ending first, then
+/// the hand-back naming it (`outcome=expired`, CANCELLED, reason `expired`); nothing is asked.
+#[test]
+fn sc11_handback_after_expiry_names_the_expired_transaction() {
+    let catalog = catalog();
+    let settings = Settings::default();
+    let engine = Engine::new(&catalog, &settings);
+    let late = settings.session_ttl_ms + 1;
+    let turn = action_turn("b2", ChannelAction::Handback, Locale::PtBr, late);
+    let outcome = finished(&engine, &handed_off(awaiting_confirmation()), &turn, &[]);
+    assert_eq!(outcome.handback, Some(HandbackOutcome::Expired));
+    let kinds: Vec<_> = outcome.events.iter().map(|e| e.kind).collect();
+    assert_eq!(
+        kinds,
+        vec![EventType::Cancelled, EventType::HandbackCompleted]
+    );
+    let data = &outcome.events[1].data;
+    assert_eq!(data["outcome"], "expired");
+    assert_eq!(data["transaction_id"], "tx-planted");
+    assert_eq!(data["transaction_status"], "CANCELLED");
+    assert_eq!(data["transaction"]["reason"], "expired");
+    assert_eq!(data["next_state"], Value::Null);
+    assert_eq!(
+        outcome.replies[0],
+        "Você está falando novamente com o assistente virtual."
+    );
+    assert_eq!(outcome.replies.len(), 2, "back, then the expiry sentence");
+    assert!(outcome.state.active_transaction.is_none());
+    assert!(outcome.executed.is_empty());
+}
+
+/// SC-11 (docs/decisions.md): a hand-back with no handoff pending says nothing, emits nothing
+/// and leaves the transaction as it was; it is still counted (`outcome=not_pending`).
+#[test]
+fn sc11_handback_with_nothing_pending_is_silent() {
+    let catalog = catalog();
+    let settings = Settings::default();
+    let engine = Engine::new(&catalog, &settings);
+    let before = awaiting_confirmation();
+    let turn = action_turn("b3", ChannelAction::Handback, Locale::En, 2_000);
+    let outcome = finished(&engine, &before, &turn, &[]);
+    assert_eq!(outcome.handback, Some(HandbackOutcome::NotPending));
+    assert!(outcome.replies.is_empty());
+    assert!(outcome.events.is_empty());
+    assert!(outcome.transitions.is_empty());
+    assert_eq!(
+        outcome
+            .state
+            .active_transaction
+            .as_ref()
+            .map(|t| (t.status, &t.arguments)),
+        before
+            .active_transaction
+            .as_ref()
+            .map(|t| (t.status, &t.arguments))
+    );
+    assert_eq!(outcome.state.next_state.as_deref(), Some("retail"));
+    let recorder = CountingRecorder::default();
+    metrics::with_local_recorder(&recorder, || telemetry::record_outcome(&outcome));
+    assert_eq!(
+        recorder.family(telemetry::HANDBACKS_TOTAL),
+        vec![(
+            format!("{}{{outcome=not_pending}}", telemetry::HANDBACKS_TOTAL),
+            1
+        )]
+    );
 }

@@ -138,6 +138,7 @@ fn render_locale(a: &Assistant, locale: Locale, out: &mut String) {
         ("nothing_to_cancel", &m.nothing_to_cancel),
         ("human_handoff", &m.human_handoff),
         ("handoff_pending", &m.handoff_pending),
+        ("handback", &m.handback),
         ("end_session", &m.end_session),
     ] {
         let _ = writeln!(out, "{key}: {text}");

@@ -10,13 +10,15 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Project scenarios: restart + redelivery, redelivery only, restart only, and SESSION_TTL
-/// (its own worker, and the turn clock carried by `received_at`).
+/// Project scenarios: restart + redelivery, redelivery only, restart only, SESSION_TTL (its own
+/// worker, and the turn clock carried by `received_at`), and the `handback` action (SC-11) after
+/// an expiry, through the inbound topic.
 const PROJECT_SCENARIOS: &[&str] = &[
     "tests/scenarios/lc4-ev4-one-execution-per-idempotency-key.yaml",
     "tests/scenarios/ev1-redelivery-changes-nothing.yaml",
     "tests/scenarios/pr7-st3-seed10-resume-same-identity-after-restart.yaml",
     "tests/scenarios/st6-sc7-session-ttl-setting.yaml",
+    "tests/scenarios/sc11-st6-handback-after-session-expired-cancels-expired-en-pt-br.yaml",
 ];
 
 fn yaml_files(dir: &Path) -> usize {

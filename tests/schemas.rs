@@ -728,7 +728,8 @@ fn check_outputs(turn: &Turn, outcome: &TurnOutcome, outputs: &[Output]) {
     }
 }
 
-// IO-2, EV-1: a whole conversation (start, fill, pre-validate, confirm, execute, handoff, end)
+// IO-2, EV-1: a whole conversation (start, fill, pre-validate, confirm, execute, handoff,
+// hand-back, handoff again, end)
 // through the real engine: every reply and event validates, and ids are stable across re-runs
 // and clocks but distinct across turns.
 #[test]
@@ -743,7 +744,9 @@ fn engine_outputs_validate_and_ids_are_deterministic() {
         turn("u3", TurnInput::Action(ChannelAction::Confirm), 3_000),
         turn("u4", TurnInput::Text("cancel my order".into()), 4_000),
         turn("u5", TurnInput::Action(ChannelAction::Handoff), 5_000),
-        turn("u6", TurnInput::Action(ChannelAction::End), 6_000),
+        turn("u6", TurnInput::Action(ChannelAction::Handback), 6_000),
+        turn("u7", TurnInput::Action(ChannelAction::Handoff), 7_000),
+        turn("u8", TurnInput::Action(ChannelAction::End), 8_000),
     ];
     let mut state = AgentState::default();
     let mut seen_ids = std::collections::BTreeSet::new();
@@ -769,6 +772,7 @@ fn engine_outputs_validate_and_ids_are_deterministic() {
         "transaction.started",
         "transaction.completed",
         "session.human_handoff.requested",
+        "session.handback.completed",
         "session.end.requested",
         "transaction.cancelled",
     ] {
@@ -810,23 +814,15 @@ fn hand_outcome(replies: Vec<String>, events: Vec<Event>) -> TurnOutcome {
         transitions: vec![],
         settled_without_model: false,
         results: vec![],
+        handback: None,
     }
 }
 
-// IO-2, Events: all eight contract types encode to schema-valid CloudEvents, in the given order;
+// IO-2, Events: all nine contract types encode to schema-valid CloudEvents, in the given order;
 // a turn with no text publishes no reply, and event ids do not depend on the reply's presence.
 #[test]
 fn every_event_type_encodes_and_reply_absence_keeps_event_ids() {
-    let kinds = [
-        EventType::StateInconsistent,
-        EventType::Cancelled,
-        EventType::Failed,
-        EventType::OutOfScope,
-        EventType::Completed,
-        EventType::Started,
-        EventType::HumanHandoffRequested,
-        EventType::EndRequested,
-    ];
+    let kinds = EventType::ALL;
     let events: Vec<Event> = kinds
         .iter()
         .map(|k| Event {
@@ -840,7 +836,7 @@ fn every_event_type_encodes_and_reply_absence_keeps_event_ids() {
     };
     let with_reply = hand_outcome(vec!["a".into(), String::new(), "b".into()], events.clone());
     let outputs = encode_outputs(&t, &with_reply, 0);
-    assert_eq!(outputs.len(), 9);
+    assert_eq!(outputs.len(), 10);
     let reply = ReplyMessage::from_json(&outputs[0].payload).unwrap();
     assert_eq!(
         reply.text, "a\nb",
@@ -859,7 +855,7 @@ fn every_event_type_encodes_and_reply_absence_keeps_event_ids() {
 
     let silent = hand_outcome(vec![String::new()], events);
     let silent_outputs = encode_outputs(&t, &silent, 0);
-    assert_eq!(silent_outputs.len(), 8, "no text, no reply");
+    assert_eq!(silent_outputs.len(), 9, "no text, no reply");
     assert!(silent_outputs
         .iter()
         .all(|o| o.topic == OutputTopic::Events));

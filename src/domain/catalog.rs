@@ -151,6 +151,8 @@ pub struct MessageSet {
     pub nothing_to_cancel: String,
     pub human_handoff: String,
     pub handoff_pending: String,
+    /// SC-11: the conversation is back with the assistant after a person had it.
+    pub handback: String,
     pub end_session: String,
     /// LC-1: pre-validation could not be obtained (FAILED, `pre_validation_unavailable`).
     pub pre_validation_unavailable: String,

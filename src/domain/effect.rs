@@ -134,6 +134,8 @@ pub enum EventType {
     Completed,
     #[serde(rename = "transaction.started")]
     Started,
+    #[serde(rename = "session.handback.completed")]
+    HandbackCompleted,
     #[serde(rename = "session.human_handoff.requested")]
     HumanHandoffRequested,
     #[serde(rename = "session.end.requested")]
@@ -141,6 +143,19 @@ pub enum EventType {
 }
 
 impl EventType {
+    /// Every type, in the schema's order.
+    pub const ALL: [EventType; 9] = [
+        EventType::StateInconsistent,
+        EventType::Cancelled,
+        EventType::Failed,
+        EventType::OutOfScope,
+        EventType::Completed,
+        EventType::Started,
+        EventType::HandbackCompleted,
+        EventType::HumanHandoffRequested,
+        EventType::EndRequested,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             EventType::StateInconsistent => "transaction.state.inconsistent",
@@ -149,6 +164,7 @@ impl EventType {
             EventType::OutOfScope => "transaction.out_of_scope",
             EventType::Completed => "transaction.completed",
             EventType::Started => "transaction.started",
+            EventType::HandbackCompleted => "session.handback.completed",
             EventType::HumanHandoffRequested => "session.human_handoff.requested",
             EventType::EndRequested => "session.end.requested",
         }
@@ -243,6 +259,39 @@ pub struct RouteDecision {
     pub session_control: Option<String>,
 }
 
+/// SC-11: what a `handback` action did (the `outcome` of the hand-back metric and log field,
+/// and of the `session.handback.completed` event).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HandbackOutcome {
+    /// The transaction kept at handoff is asked again where it was.
+    Resumed,
+    /// The session expired while a person had it: its transaction ended CANCELLED (`expired`).
+    Expired,
+    /// A handoff was pending with no transaction in progress: the assistant is simply back.
+    NoTransaction,
+    /// No handoff was pending: nothing changes, no reply, no event (docs/decisions.md).
+    NotPending,
+}
+
+impl HandbackOutcome {
+    pub const ALL: [HandbackOutcome; 4] = [
+        HandbackOutcome::Resumed,
+        HandbackOutcome::Expired,
+        HandbackOutcome::NoTransaction,
+        HandbackOutcome::NotPending,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HandbackOutcome::Resumed => "resumed",
+            HandbackOutcome::Expired => "expired",
+            HandbackOutcome::NoTransaction => "no_transaction",
+            HandbackOutcome::NotPending => "not_pending",
+        }
+    }
+}
+
 /// A tool execution performed this turn.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExecutedTool {
@@ -269,6 +318,8 @@ pub struct TurnOutcome {
     pub settled_without_model: bool,
     /// RP-1: each completed tool's result this turn, by tool, and how it was rendered.
     pub results: Vec<(String, ResultRendering)>,
+    /// SC-11: set when the turn was a `handback` action.
+    pub handback: Option<HandbackOutcome>,
 }
 
 impl TurnOutcome {

@@ -36,9 +36,27 @@ pub enum ChannelAction {
     Cancel,
     Handoff,
     End,
+    /// SC-11: the queue router or the agent desk gives the conversation back to the assistant.
+    Handback,
 }
 
 impl ChannelAction {
+    /// Every action, in the order the schema lists them.
+    pub const ALL: [ChannelAction; 6] = [
+        ChannelAction::Confirm,
+        ChannelAction::Decline,
+        ChannelAction::Cancel,
+        ChannelAction::Handoff,
+        ChannelAction::End,
+        ChannelAction::Handback,
+    ];
+
+    /// `confirm, decline, cancel, handoff, end, handback`: for error messages.
+    pub fn names() -> String {
+        let names: Vec<&str> = ChannelAction::ALL.iter().map(|a| a.as_str()).collect();
+        names.join(", ")
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             ChannelAction::Confirm => "confirm",
@@ -46,6 +64,7 @@ impl ChannelAction {
             ChannelAction::Cancel => "cancel",
             ChannelAction::Handoff => "handoff",
             ChannelAction::End => "end",
+            ChannelAction::Handback => "handback",
         }
     }
 }

@@ -164,6 +164,13 @@ where
     let processed =
         Box::new(Box::pin(decide_turn(engine, store, model, tools, turn, start, fence)).await?);
     telemetry::record_outcome(&processed.outcome);
+    if let Some(handback) = processed.outcome.handback {
+        // SC-11: hand-backs are rare and operator-driven; one line each, in the turn's span.
+        tracing::info!(
+            handback = handback.as_str(),
+            "Hand-back action applied (SC-11)."
+        );
+    }
     if processed.outcome.duplicate {
         return Ok(TurnResult::Processed {
             processed,

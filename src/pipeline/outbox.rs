@@ -77,17 +77,7 @@ pub fn from_outbox(o: &OutboxOutput) -> Output {
 
 /// Output kinds are a closed set; map the stored name back to its static label.
 fn kind_name(kind: &str) -> &'static str {
-    use crate::domain::effect::EventType::*;
-    for t in [
-        StateInconsistent,
-        Cancelled,
-        Failed,
-        OutOfScope,
-        Completed,
-        Started,
-        HumanHandoffRequested,
-        EndRequested,
-    ] {
+    for t in crate::domain::effect::EventType::ALL {
         if t.as_str() == kind {
             return t.as_str();
         }

@@ -55,6 +55,7 @@ pub fn default_messages(locale: Locale) -> MessageSet {
             human_handoff: DEFAULT_HUMAN_HANDOFF_MESSAGE.into(),
             handoff_pending: "Your request is with our team. A person will answer you shortly."
                 .into(),
+            handback: "You are chatting with the virtual assistant again.".into(),
             end_session: DEFAULT_END_SESSION_MESSAGE.into(),
             pre_validation_unavailable: "Sorry, I could not check {tool} right now. Nothing \
                                          was changed; please try again later."
@@ -90,6 +91,7 @@ pub fn default_messages(locale: Locale) -> MessageSet {
             handoff_pending: "Sua solicitação está com a nossa equipe. Um atendente vai \
                               responder em breve."
                 .into(),
+            handback: "Você está falando novamente com o assistente virtual.".into(),
             end_session: "O atendimento foi encerrado. Obrigado pelo contato.".into(),
             pre_validation_unavailable: "Desculpe, não consegui verificar {tool} agora. \
                                          Nada foi alterado; tente novamente mais tarde."

@@ -393,6 +393,7 @@ pub(super) struct RawMessages {
     pub(super) nothing_to_cancel: Option<String>,
     pub(super) human_handoff: Option<String>,
     pub(super) handoff_pending: Option<String>,
+    pub(super) handback: Option<String>,
     pub(super) end_session: Option<String>,
     pub(super) pre_validation_unavailable: Option<String>,
     pub(super) not_done: Option<String>,
@@ -401,7 +402,7 @@ pub(super) struct RawMessages {
 
 impl RawMessages {
     /// `(key, override)` pairs, in [`MessageSet`] field order.
-    pub(super) fn entries(self) -> [(&'static str, Option<String>); 23] {
+    pub(super) fn entries(self) -> [(&'static str, Option<String>); 24] {
         [
             ("ask_parameters", self.ask_parameters),
             ("invalid_value", self.invalid_value),
@@ -422,6 +423,7 @@ impl RawMessages {
             ("nothing_to_cancel", self.nothing_to_cancel),
             ("human_handoff", self.human_handoff),
             ("handoff_pending", self.handoff_pending),
+            ("handback", self.handback),
             ("end_session", self.end_session),
             (
                 "pre_validation_unavailable",
@@ -454,6 +456,7 @@ pub(super) fn message_slot<'a>(set: &'a mut MessageSet, key: &str) -> &'a mut St
         "nothing_to_cancel" => &mut set.nothing_to_cancel,
         "human_handoff" => &mut set.human_handoff,
         "handoff_pending" => &mut set.handoff_pending,
+        "handback" => &mut set.handback,
         "end_session" => &mut set.end_session,
         "pre_validation_unavailable" => &mut set.pre_validation_unavailable,
         "not_done" => &mut set.not_done,
@@ -463,7 +466,7 @@ pub(super) fn message_slot<'a>(set: &'a mut MessageSet, key: &str) -> &'a mut St
 }
 
 /// Every template of a message set, as `(key, template)`.
-pub fn message_entries(set: &MessageSet) -> [(&'static str, &str); 23] {
+pub fn message_entries(set: &MessageSet) -> [(&'static str, &str); 24] {
     [
         ("ask_parameters", &set.ask_parameters),
         ("invalid_value", &set.invalid_value),
@@ -484,6 +487,7 @@ pub fn message_entries(set: &MessageSet) -> [(&'static str, &str); 23] {
         ("nothing_to_cancel", &set.nothing_to_cancel),
         ("human_handoff", &set.human_handoff),
         ("handoff_pending", &set.handoff_pending),
+        ("handback", &set.handback),
         ("end_session", &set.end_session),
         (
             "pre_validation_unavailable",

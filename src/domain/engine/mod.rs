@@ -14,6 +14,7 @@
 //! - `coroutine`: the [`TurnRun`] driver and the one suspension point, `ask`;
 //! - `restore`: step 1, diagnosis, expiry and LC-4 recovery;
 //! - `session`: step 2's channel actions, step 4's classifier, handoff and end (SC-5, SC-6);
+//! - `handover`: the handoff event's routing context (SC-5) and the hand-back (SC-11);
 //! - `routing`: steps 3 to 6 for free text, the router and what its answer does;
 //! - `values`: typed parsers, the interpreter's reading, validation and merging (PR-1, MG-*);
 //! - `lifecycle`: opening, advancing, executing and ending transactions (LC-1..LC-4);
@@ -32,6 +33,7 @@ use crate::domain::transaction::{Transaction, TransactionStatus};
 use crate::domain::turn::{Turn, TurnInput};
 
 mod coroutine;
+mod handover;
 mod lifecycle;
 mod replies;
 mod restore;
@@ -178,6 +180,7 @@ fn empty_outcome() -> TurnOutcome {
         transitions: Vec::new(),
         settled_without_model: false,
         results: Vec::new(),
+        handback: None,
     }
 }
 
@@ -198,6 +201,12 @@ struct Run<'a> {
     opened: u32,
     /// Whether the interpreter already read this message (step 6 reads it at most once).
     interpreted: bool,
+    /// SC-11: a handoff was pending when the turn arrived (before step 1 closed anything).
+    handed_off: bool,
+    /// ST-6: step 1 closed an expired session this turn.
+    expired: bool,
+    /// The confidence of the classifier's accepted label this turn (the handoff's reason).
+    classifier_confidence: f64,
     state: AgentState,
     out: TurnOutcome,
 }
@@ -219,6 +228,9 @@ impl<'a> Run<'a> {
             cursor: 0,
             opened: 0,
             interpreted: false,
+            handed_off: state.human_handoff_requested,
+            expired: false,
+            classifier_confidence: 0.0,
             state,
             out: empty_outcome(),
         }

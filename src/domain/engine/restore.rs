@@ -94,6 +94,7 @@ impl Run<'_> {
             self.terminate(TransactionStatus::Cancelled, reason::EXPIRED)?;
             self.say_about(About::Expired, tool);
         }
+        self.expired = true;
         self.start_fresh_session();
         Ok(())
     }

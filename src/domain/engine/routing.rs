@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use super::handover::HandoffReason;
 use super::values::Reading;
 use super::{confident, Flowing, Run};
 use crate::domain::confirmation::{self, Confirmation};
@@ -71,7 +72,9 @@ impl Run<'_> {
         // Step 4: the session-control classifier.
         if self.settings.enable_route_stickiness {
             match self.classify(text).await? {
-                Some(SessionControl::HumanHandoff) => return self.handoff(),
+                Some(SessionControl::HumanHandoff) => {
+                    return self.handoff(HandoffReason::Classifier(self.classifier_confidence))
+                }
                 Some(SessionControl::EndSession) => return self.end_session(),
                 _ if refusal => return self.declined(),
                 // Step 5 (SC-3: CONTINUE without an active agent is ROUTE; with an active

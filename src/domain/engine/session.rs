@@ -3,6 +3,7 @@
 
 use serde_json::json;
 
+use super::handover::HandoffReason;
 use super::{confident, Flowing, Run, ROUTE_END_SESSION, ROUTE_HUMAN_HANDOFF};
 use crate::domain::decision::{SessionControl, Skill};
 use crate::domain::effect::RouteDecision;
@@ -46,8 +47,9 @@ impl Run<'_> {
                     Ok(())
                 }
             }
-            ChannelAction::Handoff => self.handoff(),
+            ChannelAction::Handoff => self.handoff(HandoffReason::Action),
             ChannelAction::End => self.end_session(),
+            ChannelAction::Handback => self.handback(),
         }
     }
 
@@ -69,7 +71,10 @@ impl Run<'_> {
         };
         let threshold = self.settings.route_stickiness_confidence_threshold;
         Ok(match answer {
-            Ok(d) if confident(d.confidence, threshold) => Some(d.decision),
+            Ok(d) if confident(d.confidence, threshold) => {
+                self.classifier_confidence = d.confidence;
+                Some(d.decision)
+            }
             Ok(_) => {
                 self.fallback(Skill::Classifier, FallbackReason::LowConfidence);
                 None
@@ -83,7 +88,14 @@ impl Run<'_> {
 
     // ---- session control (SC-5, SC-6) ----
 
-    pub(super) fn handoff(&mut self) -> Flowing<()> {
+    /// SC-5. The event also carries what a queue router needs without reading the
+    /// conversation: why (`reason`), the locale, the active transaction's tool and status, and
+    /// a short deterministic `summary` (added to v1 as optional fields).
+    pub(super) fn handoff(&mut self, why: HandoffReason<'_>) -> Flowing<()> {
+        let summary = self.handoff_summary(why);
+        let tx = self.active();
+        let transaction_tool = tx.map(|t| t.tool.clone());
+        let transaction_status = tx.map(|t| t.status);
         self.state.human_handoff_requested = true;
         self.state.session_ended = false;
         self.out.route = Some(RouteDecision {
@@ -103,6 +115,10 @@ impl Run<'_> {
             "message": self.turn.text(),
             "active_agent": &self.state.active_agent,
             "active_transaction": &self.state.active_transaction,
+            "reason": why.to_json(),
+            "transaction_tool": transaction_tool,
+            "transaction_status": transaction_status,
+            "summary": summary,
         });
         self.emit(EventType::HumanHandoffRequested, data);
         let text = match (&self.settings.human_handoff_message, self.turn.locale) {

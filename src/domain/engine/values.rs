@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use super::handover::HandoffReason;
 use super::{confident, required_names, Flowing, Run};
 use crate::domain::catalog::{OnAttemptsExhausted, Tool};
 use crate::domain::decision::{InterpreterAct, Skill};
@@ -328,7 +329,10 @@ impl Run<'_> {
             self.active_mut().failed_attempts = 0;
             match exhausted_way {
                 OnAttemptsExhausted::Handoff => {
-                    self.handoff()?;
+                    self.handoff(HandoffReason::AttemptsExhausted {
+                        parameter: name,
+                        attempts: max,
+                    })?;
                     return Ok(true);
                 }
                 OnAttemptsExhausted::Clarify => {

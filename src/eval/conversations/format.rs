@@ -336,7 +336,8 @@ fn read_action(value: &Value, path: &str) -> Read<ChannelAction> {
         problem(
             &at,
             format!(
-                "unknown action {kind:?} (expected one of confirm, decline, cancel, handoff, end)"
+                "unknown action {kind:?} (expected one of {})",
+                ChannelAction::names()
             ),
         )
     })
