@@ -158,11 +158,33 @@ impl EmbeddingModel {
 
     pub async fn route(&self, request: &RouterRequest) -> ModelAnswer<RouterDecision> {
         let (x, index) = self.embed_one(&request.assistant, &request.message).await?;
-        Ok(route_from(
-            &index.rank(&x),
-            self.catalog.assistant(&request.assistant),
-            request.active_transaction.is_some() || request.after_cancel,
-        ))
+        let assistant = self.catalog.assistant(&request.assistant);
+        let in_transaction = request.active_transaction.is_some() || request.after_cancel;
+        let whole = route_from(&index.rank(&x), assistant, in_transaction);
+        // The customer's last word names the request (`forget it, just cancel PED-8360
+        // instead`; `bom dia, queria rastrear meu pedido`): a last sentence or clause read as a
+        // request more confidently than the whole message decides.
+        let Some(last) = last_segment(&request.message) else {
+            return Ok(whole);
+        };
+        let last = match self.client.embed(&[last]).await {
+            Ok(v) if v.len() == 1 && v[0].len() == index.dim() => {
+                route_from(&index.rank(&v[0]), assistant, in_transaction)
+            }
+            // The whole message's reading stands; a failed extra look is no failed decision.
+            _ => return Ok(whole),
+        };
+        Ok(match (&last, &whole) {
+            (
+                RouterDecision::Route {
+                    intent: Some(_),
+                    confidence: l,
+                    ..
+                },
+                _,
+            ) if *l > confidence_of(&whole) => last,
+            _ => whole,
+        })
     }
 
     pub async fn interpret(
@@ -464,6 +486,28 @@ fn sentences(message: &str) -> Vec<&str> {
     out
 }
 
+/// The last sentence of a message of several, else its last comma clause of a sentence with
+/// several: two words or more, and not the whole message.
+fn last_segment(message: &str) -> Option<&str> {
+    if let Some(last) = sentences(message).pop() {
+        return Some(last);
+    }
+    let (_, tail) = message
+        .trim()
+        .trim_end_matches(['.', '!', '?', ';'])
+        .rsplit_once(',')?;
+    let tail = tail.trim();
+    (tail.split_whitespace().count() >= 2).then_some(tail)
+}
+
+fn confidence_of(decision: &RouterDecision) -> f64 {
+    match decision {
+        RouterDecision::Route { confidence, .. }
+        | RouterDecision::Topic { confidence, .. }
+        | RouterDecision::OutOfScope { confidence } => *confidence,
+    }
+}
+
 /// Runs of digits (with the separators inside a number: `1.050,00`, `01310-100`, `PED-1001`
 /// counts once) in a message.
 fn number_like_tokens(message: &str) -> usize {
@@ -574,6 +618,20 @@ mod tests {
             sentences("that's too much?? ok where is it"),
             vec!["that's too much?", "ok where is it"]
         );
+    }
+
+    #[test]
+    fn the_last_segment_is_the_last_sentence_or_comma_clause() {
+        assert_eq!(
+            last_segment("forget it, just cancel PED-8360 instead"),
+            Some("just cancel PED-8360 instead")
+        );
+        assert_eq!(
+            last_segment("pensando bem, nao cancela nao. só me fala onde ele tá, o PED-4102"),
+            Some("só me fala onde ele tá, o PED-4102")
+        );
+        assert_eq!(last_segment("cancel PED-1001"), None);
+        assert_eq!(last_segment("PED-1001, ok"), None);
     }
 
     #[test]
