@@ -613,12 +613,7 @@ pub fn recognise_with(text: &str, action_verbs: &[String]) -> Option<Confirmatio
     if text.contains(['?', '¿']) {
         return None;
     }
-    let verbs: Vec<Vec<String>> = action_verbs
-        .iter()
-        .filter_map(|v| clauses(v))
-        .filter_map(|c| c.into_iter().next())
-        .filter(|w| !w.is_empty())
-        .collect();
+    let verbs = verb_phrases(action_verbs);
     let mut acted = false;
     let mut affirm = false;
     let mut deny = false;
@@ -710,14 +705,19 @@ pub fn refuses_first(text: &str, action_verbs: &[String]) -> bool {
         && !names_a_verb(rest, action_verbs)
 }
 
-/// Whether `text` holds one of the action verb phrases (`no, change it` is no refusal).
-fn names_a_verb(text: &str, action_verbs: &[String]) -> bool {
-    let verbs: Vec<Vec<String>> = action_verbs
+/// The action verb phrases as folded words, as the recogniser compares them.
+fn verb_phrases(action_verbs: &[String]) -> Vec<Vec<String>> {
+    action_verbs
         .iter()
         .filter_map(|v| clauses(v))
         .filter_map(|c| c.into_iter().next())
         .filter(|w| !w.is_empty())
-        .collect();
+        .collect()
+}
+
+/// Whether `text` holds one of the action verb phrases (`no, change it` is no refusal).
+fn names_a_verb(text: &str, action_verbs: &[String]) -> bool {
+    let verbs = verb_phrases(action_verbs);
     clauses(text).is_some_and(|cs| {
         cs.iter().any(|c| {
             (0..c.len()).any(|i| longest_verb(c.get(i..).unwrap_or(&[]), &verbs).is_some())

@@ -144,6 +144,10 @@ impl EmbeddingModel {
             // The whole message's reading stands; a failed extra look is no failed decision.
             _ => return Ok(whole),
         };
+        // The router reads the last sentence again (`last_segment`): it finds it here.
+        for (sentence, vector) in sentences.iter().zip(&vectors) {
+            recent::put(self.client.space(), sentence, vector);
+        }
         let handoff = vectors
             .iter()
             .map(|x| classify_from(&index.rank(x), a, agent, active_tool))
@@ -167,10 +171,10 @@ impl EmbeddingModel {
         let Some(last) = last_segment(&request.message) else {
             return Ok(whole);
         };
-        let ranked = match self.client.embed(&[last]).await {
-            Ok(v) if v.len() == 1 && v[0].len() == index.dim() => index.rank(&v[0]),
+        let ranked = match self.embed_one(&request.assistant, last).await {
+            Ok((v, _)) => index.rank(&v),
             // The whole message's reading stands; a failed extra look is no failed decision.
-            _ => return Ok(whole),
+            Err(_) => return Ok(whole),
         };
         let last = route_from(&ranked, assistant, in_transaction);
         // A clause read mostly as a session action (`it said that yesterday too`: end 0.99,
