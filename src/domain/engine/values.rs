@@ -429,6 +429,23 @@ const REQUEST_WORDS: &[&str] = &[
     "ajudar",
     "favor",
     "fazer",
+    // Framing a request, not a reason: `file a dispute about my last invoice`, `abrir uma
+    // contestação sobre a última fatura`.
+    "file",
+    "open",
+    "start",
+    "make",
+    "about",
+    "regarding",
+    "last",
+    "latest",
+    "recent",
+    "abrir",
+    "registrar",
+    "sobre",
+    "referente",
+    "ultima",
+    "ultimo",
 ];
 
 /// Two folded words match when they are equal or share their first five letters (`charged` and

@@ -995,3 +995,52 @@ fn long_messages_of_repeated_values() {
         );
     }
 }
+
+#[test]
+fn an_amount_written_with_its_cents_fills_money_anywhere_unless_a_number_or_date_could_read_it() {
+    let d = domain();
+    for (text, locale, want) in [
+        ("contest 49,90 pls", Locale::En, "49.90"),
+        (
+            "ok I want to dispute the 39,90 for streaming plus",
+            Locale::En,
+            "39.90",
+        ),
+        (
+            "contestar a cobrança 1.050,00 da loja",
+            Locale::PtBr,
+            "1050.00",
+        ),
+    ] {
+        let got = clear(&d, &["subject", "amount"], text, locale);
+        assert_eq!(got.value("amount"), Some(&json!(want)), "{text}");
+    }
+    // Without its cents a number inside a sentence is no clear amount (PR-1).
+    let got = clear(
+        &d,
+        &["amount"],
+        "I want to dispute the 39 for streaming",
+        Locale::En,
+    );
+    assert_eq!(got.value("amount"), None);
+    // A tool that also reads a plain number or a date: the cents are not telling.
+    let weight = ParameterKind::Number;
+    let both = [
+        LabelledParameter {
+            name: "amount",
+            kind: &d.amount,
+            labels: &[],
+        },
+        LabelledParameter {
+            name: "weight",
+            kind: &weight,
+            labels: &[],
+        },
+    ];
+    let got = extract_clear(
+        &both,
+        "I want to dispute the 39,90 for streaming",
+        Locale::En,
+    );
+    assert_eq!(got.value("amount"), None);
+}

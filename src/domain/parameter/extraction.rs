@@ -259,8 +259,11 @@ impl Pick {
 }
 
 /// Whether a valid reading has a distinctive form (PR-1): a pattern id, a dashed CEP, money with
-/// a currency marker (its span then starts or ends with the marker, not a digit).
-fn distinctive(kind: &ParameterKind, text: &str, candidate: &Candidate) -> bool {
+/// a currency marker (its span then starts or ends with the marker, not a digit) — or, when
+/// `cents` (the tool reads no other decimal or date), an amount written with its cents
+/// (`39,90`, `1.050,00`): no other parameter could read it, and customers leave the currency
+/// out (`contest 49,90 pls`).
+fn distinctive(kind: &ParameterKind, text: &str, candidate: &Candidate, cents: bool) -> bool {
     if candidate.value.is_err() {
         return false;
     }
@@ -271,9 +274,19 @@ fn distinctive(kind: &ParameterKind, text: &str, candidate: &Candidate) -> bool 
         ParameterKind::Money => {
             !raw.starts_with(|c: char| c.is_ascii_digit())
                 || !raw.ends_with(|c: char| c.is_ascii_digit())
+                || (cents && written_with_cents(raw))
         }
         _ => false,
     }
+}
+
+/// `39,90`, `1.050,00`, `12.5` is not: a decimal separator followed by exactly two digits.
+fn written_with_cents(raw: &str) -> bool {
+    let bytes = raw.as_bytes();
+    bytes.len() >= 4
+        && matches!(bytes[bytes.len() - 3], b'.' | b',')
+        && bytes[bytes.len() - 2..].iter().all(u8::is_ascii_digit)
+        && bytes[bytes.len() - 4].is_ascii_digit()
 }
 
 fn read(
@@ -298,6 +311,9 @@ fn read(
         words: words(text),
     };
     let labels = Labels::new(params);
+    let cents = !params
+        .iter()
+        .any(|p| matches!(p.kind, ParameterKind::Number | ParameterKind::Date));
     let mut order: Vec<(u8, usize)> = params
         .iter()
         .enumerate()
@@ -361,7 +377,7 @@ fn read(
                 if c.value.is_err() || overlaps(&taken, &c.span) {
                     return None;
                 }
-                if pass == Clarity::Distinctive && !distinctive(p.kind, text, c) {
+                if pass == Clarity::Distinctive && !distinctive(p.kind, text, c, cents) {
                     return None;
                 }
                 if c.label_only && !matches!(pass, Clarity::Labelled(_)) {

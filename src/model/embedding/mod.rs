@@ -164,7 +164,12 @@ impl EmbeddingModel {
         let (x, index) = self.embed_one(&request.assistant, &request.message).await?;
         let assistant = self.catalog.assistant(&request.assistant);
         let in_transaction = request.active_transaction.is_some() || request.after_cancel;
-        let whole = route_from(&index.rank(&x), assistant, in_transaction);
+        let active = request.active_transaction.as_ref().map(|t| t.tool.as_str());
+        let whole = route_from(
+            &toward_active_tool(index.rank(&x), active),
+            assistant,
+            in_transaction,
+        );
         // The customer's last word names the request (`forget it, just cancel PED-8360
         // instead`; `bom dia, queria rastrear meu pedido`): a last sentence or clause read as a
         // request more confidently than the whole message decides.
@@ -172,7 +177,7 @@ impl EmbeddingModel {
             return Ok(whole);
         };
         let ranked = match self.embed_one(&request.assistant, last).await {
-            Ok((v, _)) => index.rank(&v),
+            Ok((v, _)) => toward_active_tool(index.rank(&v), active),
             // The whole message's reading stands; a failed extra look is no failed decision.
             Err(_) => return Ok(whole),
         };
@@ -469,6 +474,39 @@ pub fn interpret_from(
     }
 }
 
+/// PR-3a: during a transaction, a question that another tool also answers (`will I get my money
+/// back?` during a contestation) is about the transaction in progress: its probability goes to
+/// the active tool's question of the same name.
+fn toward_active_tool<'l>(
+    ranked: Vec<(&'l Label, f32)>,
+    active: Option<&str>,
+) -> Vec<(&'l Label, f32)> {
+    let Some(active) = active else {
+        return ranked;
+    };
+    let own = |name: &str| {
+        ranked.iter().map(|(l, _)| *l).find(
+            |l| matches!(l, Label::Topic { tool: Some(t), name: n } if t == active && n == name),
+        )
+    };
+    let mut out: Vec<(&Label, f32)> = Vec::with_capacity(ranked.len());
+    for (label, p) in &ranked {
+        let target = match label {
+            Label::Topic {
+                tool: Some(t),
+                name,
+            } if t != active => own(name).unwrap_or(label),
+            _ => label,
+        };
+        match out.iter_mut().find(|(l, _)| *l == target) {
+            Some((_, q)) => *q += p,
+            None => out.push((target, *p)),
+        }
+    }
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+    out
+}
+
 /// The sentences of a message (split at `.`, `!`, `?`, `;` followed by a space or the end),
 /// those of two words or more; none when the message is one sentence.
 fn sentences(message: &str) -> Vec<&str> {
@@ -756,5 +794,29 @@ mod tests {
             RouterDecision::Topic { confidence, .. } => assert!((confidence - 0.5).abs() < 1e-6),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_question_another_tool_also_answers_is_about_the_transaction_in_progress() {
+        let topic = |tool: &str, name: &str| Label::Topic {
+            tool: Some(tool.to_owned()),
+            name: name.to_owned(),
+        };
+        let cancel_refund = topic("retail_order_cancel", "refund");
+        let contest_refund = topic("billing_contestation", "refund");
+        let cancel_fee = topic("retail_order_cancel", "fee");
+        let oos = Label::OutOfScope;
+        let ranked = vec![
+            (&cancel_refund, 0.6),
+            (&cancel_fee, 0.2),
+            (&contest_refund, 0.15),
+            (&oos, 0.05),
+        ];
+        let moved = toward_active_tool(ranked.clone(), Some("billing_contestation"));
+        assert_eq!(moved[0].0, &contest_refund);
+        assert!((moved[0].1 - 0.75).abs() < 1e-6, "{moved:?}");
+        // A question only another tool has stays that tool's; no transaction, nothing moves.
+        assert!(moved.iter().any(|(l, _)| *l == &cancel_fee));
+        assert_eq!(toward_active_tool(ranked.clone(), None), ranked);
     }
 }
