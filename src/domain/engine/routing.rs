@@ -198,6 +198,10 @@ impl Run<'_> {
         self.state.active_agent = Some(agent.clone());
         match tool {
             Some(tool) if self.assistant.offers(&self.turn.identity.tenant_id, &tool) => {
+                if let Some(reply) = self.last_result_again(&tool, text) {
+                    self.reply(reply);
+                    return Ok(());
+                }
                 Box::pin(self.open(&agent, &tool, arguments, text)).await
             }
             Some(tool) => {
@@ -212,6 +216,54 @@ impl Run<'_> {
                 Ok(())
             }
         }
+    }
+
+    /// RP-1: a follow-up on the look-up that just completed (`when's it due again?`, `e chega
+    /// quando?`) is answered from its recorded result — no second call, no new transaction —
+    /// when the router names that same tool, it needs no confirmation (a look-up), and the
+    /// message gives no value (`and PED-1002?`, `track PED-1001 again` run it anew) and none of
+    /// the tool's action verbs (`track my order` runs it anew).
+    /// The result is the last successful attempt's evidence; a truncated one is not restated.
+    fn last_result_again(&mut self, tool_name: &str, text: &str) -> Option<String> {
+        let last = self.state.last_transaction.as_ref()?;
+        let tool = self.assistant.tools.get(tool_name)?;
+        if last.tool != tool_name
+            || last.status != TransactionStatus::Completed
+            || tool.confirmation
+        {
+            return None;
+        }
+        let options = crate::domain::parameter::ClearOptions::default();
+        let reading = super::values::read_clear_values(tool, text, self.turn.locale, options);
+        if !reading.values.is_empty() || !reading.rejected.is_empty() {
+            return None;
+        }
+        // A message with the tool's own verb asks for it again (`track my order`, `quero ver
+        // minha fatura`); a follow-up asks about what it said.
+        let words = crate::domain::parameter::content_words(text, &[]);
+        let names_action = tool.action_verbs.values().flatten().any(|verb| {
+            let verb = crate::domain::parameter::content_words(verb, &[]);
+            !verb.is_empty() && verb.iter().all(|v| words.contains(v))
+        });
+        if names_action {
+            return None;
+        }
+        let evidence = last
+            .evidence
+            .iter()
+            .rev()
+            .find(|e| e.outcome == crate::domain::transaction::AttemptOutcome::Ok)?;
+        if evidence.summary.ends_with('…') {
+            return None;
+        }
+        let data = serde_json::from_str(&evidence.summary)
+            .unwrap_or_else(|_| serde_json::Value::String(evidence.summary.clone()));
+        let (text, _) = self.replies().completed(tool, &last.arguments, &data);
+        self.out.results.push((
+            tool_name.to_owned(),
+            crate::domain::reply::ResultRendering::Restated,
+        ));
+        Some(text)
     }
 
     fn read_route(&mut self, answer: Result<RouterDecision, ModelFailure>) -> Routed {

@@ -374,7 +374,7 @@ pub(super) fn merge_reading(
 
 /// PR-1, MG-5: the clear typed reading of `text` for `tool`'s parameters. A parameter is named
 /// by its name (`house_number` → `house number`), its labels in every locale and its synonyms.
-fn read_clear_values(
+pub(super) fn read_clear_values(
     tool: &Tool,
     text: &str,
     locale: Locale,

@@ -38,14 +38,18 @@ pub enum ResultRendering {
     NoTemplate,
     /// The template named a field the response lacks: the field list instead.
     MissingField,
+    /// A follow-up on the last look-up (`when's it due again?`) answered from its recorded
+    /// result, with no new call.
+    Restated,
 }
 
 impl ResultRendering {
-    pub const ALL: [ResultRendering; 4] = [
+    pub const ALL: [ResultRendering; 5] = [
         ResultRendering::Template,
         ResultRendering::UnmappedValue,
         ResultRendering::NoTemplate,
         ResultRendering::MissingField,
+        ResultRendering::Restated,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -54,6 +58,7 @@ impl ResultRendering {
             ResultRendering::UnmappedValue => "unmapped_value",
             ResultRendering::NoTemplate => "no_template",
             ResultRendering::MissingField => "missing_field",
+            ResultRendering::Restated => "restated",
         }
     }
 }
