@@ -160,6 +160,16 @@ impl FaultReport {
     }
 }
 
+/// What the fault injection did, for the report.
+#[derive(Default)]
+struct Injected {
+    kills: usize,
+    restarts: usize,
+    tool_bursts: usize,
+    /// After a service restart: how long until the next turn was answered.
+    resumed_after: Option<Duration>,
+}
+
 /// Runs one scenario end to end. `Err` is a setup problem (services unreachable).
 pub fn run_fault(fault: Fault, plan: &Plan) -> Result<FaultReport, String> {
     let started = Instant::now();
@@ -174,9 +184,6 @@ pub fn run_fault(fault: Fault, plan: &Plan) -> Result<FaultReport, String> {
         h.log_dir.display()
     );
     let mut rng = Rng::new(plan.seed ^ 0x9e37_79b9_7f4a_7c15);
-    let mut kills = 0;
-    let mut restarts = 0;
-    let mut tool_bursts = 0;
     h.spawn(0, None)?;
     let planned = match fault {
         Fault::Sigkill => Duration::from_millis(2_500 * plan.cycles as u64),
@@ -185,112 +192,15 @@ pub fn run_fault(fault: Fault, plan: &Plan) -> Result<FaultReport, String> {
         // Production goes on through the whole outage and 30 s past it: an outage under load.
         _ => Duration::from_secs(30 + plan.outage_secs),
     };
-    let mut resumed_after = None;
     h.start_producing(planned);
+    let mut injected = Injected::default();
     match fault {
-        Fault::Sigkill => {
-            for cycle in 0..plan.cycles {
-                // Odd cycles abort right after a checkpoint save, before its commit (the
-                // narrowest window); even ones SIGKILL at a random moment.
-                if cycle % 2 == 1 {
-                    h.kill(0);
-                    let n = 1 + rng.below(30);
-                    h.spawn(0, Some(n))?;
-                    let until = Instant::now() + Duration::from_secs(20);
-                    while Instant::now() < until && h.alive(0) {
-                        std::thread::sleep(Duration::from_millis(50));
-                    }
-                    kills += 1;
-                    h.kill(0);
-                    h.spawn(0, None)?;
-                } else {
-                    std::thread::sleep(Duration::from_millis(500 + rng.below(3_500) as u64));
-                    h.kill(0);
-                    kills += 1;
-                    h.spawn(0, None)?;
-                }
-                eprintln!("  cycle {}/{}: killed", cycle + 1, plan.cycles);
-            }
-        }
-        Fault::Rebalance => {
-            std::thread::sleep(Duration::from_secs(8));
-            for w in 1..plan.peak_workers.max(2) {
-                h.spawn(w, None)?;
-            }
-            eprintln!("  scaled 1 -> {}", plan.peak_workers.max(2));
-            std::thread::sleep(Duration::from_secs(15));
-            for w in 1..plan.peak_workers.max(2) {
-                h.stop(w);
-            }
-            eprintln!("  scaled {} -> 1", plan.peak_workers.max(2));
-            restarts += 2;
-        }
+        Fault::Sigkill => inject_kills(&mut h, plan, &mut rng, &mut injected)?,
+        Fault::Rebalance => inject_rebalance(&mut h, plan, &mut injected)?,
         Fault::KafkaRestart | Fault::CassandraRestart => {
-            std::thread::sleep(Duration::from_secs(5 + rng.below(10) as u64));
-            let which = if fault == Fault::KafkaRestart {
-                "kafka"
-            } else {
-                "cassandra"
-            };
-            eprintln!("  restarting {which} (down {} s)", plan.outage_secs);
-            let down = plan.outage_secs.to_string();
-            let status = Command::new("bash")
-                .args([
-                    "scripts/services.sh",
-                    "restart",
-                    "--down-secs",
-                    &down,
-                    which,
-                ])
-                .stdout(Stdio::null())
-                .status()
-                .map_err(|e| format!("scripts/services.sh restart {which}: {e}"))?;
-            if !status.success() {
-                return Err(format!("scripts/services.sh restart {which}: {status}"));
-            }
-            restarts += 1;
-            resumed_after = h.time_to_next_answer(Duration::from_secs(300));
-            if let Some(t) = resumed_after {
-                eprintln!(
-                    "  {which} back; the next turn was answered {:.1} s later",
-                    t.as_secs_f64()
-                );
-            }
+            inject_restart(&mut h, fault, plan, &mut rng, &mut injected)?;
         }
-        Fault::Tool503 => {
-            // Bursts of two 503s, fewer than the gateway's three attempts. A new burst on a tool
-            // only once the last one was consumed more than 2 s ago (longer than the retry
-            // backoff), so no execution ever sees three in a row: every execution still happens,
-            // and the serial replay (tools always succeed) stays the right reference.
-            let mut injected: HashMap<&str, usize> = HashMap::new();
-            // Until the last record is produced, so bursts hit the whole run.
-            while !h.producing_done.load(Ordering::SeqCst) {
-                std::thread::sleep(Duration::from_millis(100 + rng.below(400) as u64));
-                let tool = if rng.below(2) == 0 {
-                    "retail_order_cancel"
-                } else {
-                    "billing_show_bill"
-                };
-                let calls = h.tools.calls();
-                let failed: Vec<i64> = calls
-                    .iter()
-                    .filter(|c| {
-                        c.tool == tool && c.action == ToolAction::Execute && c.status == Some(503)
-                    })
-                    .map(|c| c.at_ms)
-                    .collect();
-                let done = injected.get(tool).copied().unwrap_or(0);
-                let quiet = failed
-                    .iter()
-                    .max()
-                    .is_none_or(|last| now_ms() - last > 2_000);
-                if failed.len() >= done * 2 && quiet {
-                    h.tools.fail_next(tool, 2, 503);
-                    *injected.entry(tool).or_default() += 1;
-                    tool_bursts += 1;
-                }
-            }
-        }
+        Fault::Tool503 => inject_tool_bursts(&h, &mut rng, &mut injected),
         Fault::ModelFaults | Fault::Hostile => {}
     }
     // Whatever happened, one healthy worker finishes the work.
@@ -299,9 +209,130 @@ pub fn run_fault(fault: Fault, plan: &Plan) -> Result<FaultReport, String> {
         h.spawn(0, None)?;
     }
     h.wait_until_answered();
-    let mut report = h.finish(fault, plan, started, kills, restarts, tool_bursts);
-    report.resumed_after = resumed_after;
-    Ok(report)
+    Ok(h.finish(fault, started, &injected))
+}
+
+/// `plan.cycles` kills of worker 0, each followed by a restart.
+fn inject_kills(
+    h: &mut Harness,
+    plan: &Plan,
+    rng: &mut Rng,
+    injected: &mut Injected,
+) -> Result<(), String> {
+    for cycle in 0..plan.cycles {
+        // Odd cycles abort right after a checkpoint save, before its commit (the
+        // narrowest window); even ones SIGKILL at a random moment.
+        if cycle % 2 == 1 {
+            h.kill(0);
+            let n = 1 + rng.below(30);
+            h.spawn(0, Some(n))?;
+            let until = Instant::now() + Duration::from_secs(20);
+            while Instant::now() < until && h.alive(0) {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            injected.kills += 1;
+            h.kill(0);
+            h.spawn(0, None)?;
+        } else {
+            std::thread::sleep(Duration::from_millis(500 + rng.below(3_500) as u64));
+            h.kill(0);
+            injected.kills += 1;
+            h.spawn(0, None)?;
+        }
+        eprintln!("  cycle {}/{}: killed", cycle + 1, plan.cycles);
+    }
+    Ok(())
+}
+
+/// Scales the group from one worker to `plan.peak_workers` and back.
+fn inject_rebalance(h: &mut Harness, plan: &Plan, injected: &mut Injected) -> Result<(), String> {
+    std::thread::sleep(Duration::from_secs(8));
+    for w in 1..plan.peak_workers.max(2) {
+        h.spawn(w, None)?;
+    }
+    eprintln!("  scaled 1 -> {}", plan.peak_workers.max(2));
+    std::thread::sleep(Duration::from_secs(15));
+    for w in 1..plan.peak_workers.max(2) {
+        h.stop(w);
+    }
+    eprintln!("  scaled {} -> 1", plan.peak_workers.max(2));
+    injected.restarts += 2;
+    Ok(())
+}
+
+/// Takes Kafka or Cassandra down for `plan.outage_secs` and measures how long the next answer
+/// takes once it is back.
+fn inject_restart(
+    h: &mut Harness,
+    fault: Fault,
+    plan: &Plan,
+    rng: &mut Rng,
+    injected: &mut Injected,
+) -> Result<(), String> {
+    std::thread::sleep(Duration::from_secs(5 + rng.below(10) as u64));
+    let which = if fault == Fault::KafkaRestart {
+        "kafka"
+    } else {
+        "cassandra"
+    };
+    eprintln!("  restarting {which} (down {} s)", plan.outage_secs);
+    let down = plan.outage_secs.to_string();
+    let status = Command::new("bash")
+        .args([
+            "scripts/services.sh",
+            "restart",
+            "--down-secs",
+            &down,
+            which,
+        ])
+        .stdout(Stdio::null())
+        .status()
+        .map_err(|e| format!("scripts/services.sh restart {which}: {e}"))?;
+    if !status.success() {
+        return Err(format!("scripts/services.sh restart {which}: {status}"));
+    }
+    injected.restarts += 1;
+    injected.resumed_after = h.time_to_next_answer(Duration::from_secs(300));
+    if let Some(t) = injected.resumed_after {
+        eprintln!(
+            "  {which} back; the next turn was answered {:.1} s later",
+            t.as_secs_f64()
+        );
+    }
+    Ok(())
+}
+
+/// Bursts of two 503s, fewer than the gateway's three attempts. A new burst on a tool only once
+/// the last one was consumed more than 2 s ago (longer than the retry backoff), so no execution
+/// ever sees three in a row: every execution still happens, and the serial replay (tools always
+/// succeed) stays the right reference.
+fn inject_tool_bursts(h: &Harness, rng: &mut Rng, injected: &mut Injected) {
+    let mut bursts: HashMap<&str, usize> = HashMap::new();
+    // Until the last record is produced, so bursts hit the whole run.
+    while !h.producing_done.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(100 + rng.below(400) as u64));
+        let tool = if rng.below(2) == 0 {
+            "retail_order_cancel"
+        } else {
+            "billing_show_bill"
+        };
+        let calls = h.tools.calls();
+        let failed: Vec<i64> = calls
+            .iter()
+            .filter(|c| c.tool == tool && c.action == ToolAction::Execute && c.status == Some(503))
+            .map(|c| c.at_ms)
+            .collect();
+        let done = bursts.get(tool).copied().unwrap_or(0);
+        let quiet = failed
+            .iter()
+            .max()
+            .is_none_or(|last| now_ms() - last > 2_000);
+        if failed.len() >= done * 2 && quiet {
+            h.tools.fail_next(tool, 2, 503);
+            *bursts.entry(tool).or_default() += 1;
+            injected.tool_bursts += 1;
+        }
+    }
 }
 
 /// The summary table of some reports, one row per fault.

@@ -18,13 +18,15 @@ use serde_json::Value;
 use tokio::runtime::Runtime;
 
 use super::workload::Workload;
+use super::Injected;
 use super::{
     Fault, FaultReport, Plan, CONFIG, INBOUND_PARTITIONS, KEYSPACE, LOG_ROOT, PROFILES, SERVE_ALL,
     STALL_TIMEOUT, TENANT,
 };
-use crate::chaos::checker::{self, Evidence, InboundCopy};
+use crate::chaos::checker::{self, CheckReport, Evidence, InboundCopy};
 use crate::config::agents::load_catalog;
 use crate::config::settings::settings_from_env;
+use crate::domain::catalog::Catalog;
 use crate::message::{DecodeLimits, Topics};
 use crate::pipeline::decode_record;
 use crate::store::cql::{CqlConfig, ScyllaCheckpointStore};
@@ -55,7 +57,7 @@ pub(super) struct Harness {
     produced: Arc<AtomicUsize>,
     produce_error: Arc<std::sync::Mutex<Option<String>>>,
     reader: OutputReader,
-    catalog: crate::domain::catalog::Catalog,
+    catalog: Catalog,
     /// A failed run keeps its topics for inspection.
     keep_topics: bool,
     /// Last: the servers and the store session run on it.
@@ -72,19 +74,7 @@ impl Harness {
             .enable_all()
             .build()
             .map_err(|e| format!("cannot start the async runtime: {e}"))?;
-        let cql = CqlConfig {
-            contact_points: contact.split(',').map(|s| s.trim().to_owned()).collect(),
-            keyspace: KEYSPACE.into(),
-            ..CqlConfig::default()
-        };
-        let store = rt
-            .block_on(async {
-                ScyllaCheckpointStore::migrate(&cql).await?;
-                ScyllaCheckpointStore::connect(&cql).await
-            })
-            .map_err(|e| {
-                format!("the CQL store at {contact} is unreachable: {e} (run `bash scripts/services.sh up`)")
-            })?;
+        let store = connect_store(&rt, &contact)?;
         let topics = Topics {
             inbound: format!("turnstile-chaos.{id}.turns"),
             replies: format!("turnstile-chaos.{id}.replies"),
@@ -108,21 +98,7 @@ impl Harness {
         std::fs::create_dir_all(&log_dir)
             .map_err(|e| format!("cannot create {}: {e}", log_dir.display()))?;
         let exe = worker_process::snapshot_binary(&log_dir)?;
-        let example = std::fs::read_to_string(CONFIG).map_err(|e| format!("{CONFIG}: {e}"))?;
-        if !example.contains(SERVE_ALL) {
-            return Err(format!("{CONFIG} has no `{SERVE_ALL}` rule to restrict"));
-        }
-        let config_path = log_dir.join("agents.yaml");
-        std::fs::write(
-            &config_path,
-            example.replace(
-                SERVE_ALL,
-                &format!(r#"- {{tenant: "{TENANT}", tools: "*"}}"#),
-            ),
-        )
-        .map_err(|e| format!("{}: {e}", config_path.display()))?;
-        let catalog =
-            load_catalog(&config_path).map_err(|e| format!("{}: {e}", config_path.display()))?;
+        let (config_path, catalog) = write_run_config(&log_dir)?;
         let group_id = format!("turnstile-chaos-{id}");
         let env = WorkerEnv {
             log_filter: std::env::var("RUST_LOG")
@@ -334,14 +310,13 @@ impl Harness {
         }
     }
 
+    /// Stops the workers, reads what they left (outputs, inbound copy, stored states) and checks
+    /// it against the serial replay.
     pub(super) fn finish(
         mut self,
         fault: Fault,
-        plan: &Plan,
         started: Instant,
-        kills: usize,
-        restarts: usize,
-        tool_bursts: usize,
+        injected: &Injected,
     ) -> FaultReport {
         for w in 0..self.workers.len() {
             self.stop(w);
@@ -365,17 +340,7 @@ impl Harness {
         {
             eprintln!("  a produce failed: {e}");
         }
-        let mut states = HashMap::new();
-        for id in &self.workload.identities {
-            let row = self.rt.block_on(self.store.load_row(id));
-            let state = match row {
-                Ok(Some(r)) => decode_record(&r.state, r.in_flight.as_deref())
-                    .ok()
-                    .map(|(s, _)| s),
-                _ => None,
-            };
-            states.insert(id.key(), state);
-        }
+        let states = self.stored_states();
         let catalog = self.catalog.clone();
         let settings = settings_from_env(|_| None).unwrap_or_default();
         let executions = self.tools.executions();
@@ -395,7 +360,60 @@ impl Harness {
         };
         let mut check = self.rt.block_on(checker::check(&evidence));
         let valid = self.workload.valid;
-        // The generator knows what it produced: the decoder must agree on both counts.
+        self.check_counts(&mut check);
+        eprintln!(
+            "  partition assignments per worker (from the logs): {:?}",
+            self.assignments()
+        );
+        if !check.dead_letter_reasons.is_empty() {
+            eprintln!("  dead letters by reason: {:?}", check.dead_letter_reasons);
+        }
+        // Real work: every valid turn answered; tools executed about twice per four turns (fewer
+        // when model faults stop some transactions from starting).
+        let min_executions = if fault == Fault::ModelFaults {
+            valid / 8
+        } else {
+            valid / 4
+        };
+        self.keep_topics = !check.passed(valid, min_executions.max(1));
+        FaultReport {
+            fault,
+            run_id: self.id.clone(),
+            produced_valid: valid,
+            produced_hostile: self.workload.hostile.len(),
+            model_faulted_turns: self.workload.model_faulted,
+            tool_bursts: injected.tool_bursts,
+            model_requests: self.model.requests().len(),
+            kills: injected.kills,
+            restarts: injected.restarts,
+            resumed_after: injected.resumed_after,
+            wall: started.elapsed(),
+            check,
+            min_replies: valid,
+            min_executions: min_executions.max(1),
+            log_dir: self.log_dir.clone(),
+        }
+    }
+
+    /// Every conversation's stored state (`None`: no row, or one that does not decode).
+    fn stored_states(&self) -> HashMap<String, Option<crate::domain::state::AgentState>> {
+        let mut states = HashMap::new();
+        for id in &self.workload.identities {
+            let row = self.rt.block_on(self.store.load_row(id));
+            let state = match row {
+                Ok(Some(r)) => decode_record(&r.state, r.in_flight.as_deref())
+                    .ok()
+                    .map(|(s, _)| s),
+                _ => None,
+            };
+            states.insert(id.key(), state);
+        }
+        states
+    }
+
+    /// The generator knows what it produced: the decoder must agree on both counts.
+    fn check_counts(&self, check: &mut CheckReport) {
+        let valid = self.workload.valid;
         if check.valid_turns != valid {
             check.lost.push(format!(
                 "the inbound topic holds {} valid turns, the workload produced {valid}",
@@ -409,44 +427,57 @@ impl Harness {
                 self.workload.hostile.len()
             ));
         }
-        let assignments = (0..self.workers.len())
+    }
+
+    /// Partition assignments per worker, counted in the workers' logs.
+    fn assignments(&self) -> Vec<usize> {
+        (0..self.workers.len())
             .map(|w| {
                 let text = std::fs::read_to_string(self.log_dir.join(format!("worker-{w}.log")))
                     .unwrap_or_default();
                 text.matches("Partitions assigned").count()
             })
-            .collect::<Vec<_>>();
-        eprintln!("  partition assignments per worker (from the logs): {assignments:?}");
-        if !check.dead_letter_reasons.is_empty() {
-            eprintln!("  dead letters by reason: {:?}", check.dead_letter_reasons);
-        }
-        // Real work: every valid turn answered; tools executed about twice per four turns (fewer
-        // when model faults stop some transactions from starting).
-        let min_executions = if fault == Fault::ModelFaults {
-            valid / 8
-        } else {
-            valid / 4
-        };
-        let _ = plan;
-        self.keep_topics = !check.passed(valid, min_executions.max(1));
-        FaultReport {
-            fault,
-            run_id: self.id.clone(),
-            produced_valid: valid,
-            produced_hostile: self.workload.hostile.len(),
-            model_faulted_turns: self.workload.model_faulted,
-            tool_bursts,
-            model_requests: self.model.requests().len(),
-            kills,
-            restarts,
-            resumed_after: None,
-            wall: started.elapsed(),
-            check,
-            min_replies: valid,
-            min_executions: min_executions.max(1),
-            log_dir: self.log_dir.clone(),
-        }
+            .collect()
     }
+}
+
+/// The run's CQL store, its keyspace migrated.
+fn connect_store(rt: &Runtime, contact: &str) -> Result<ScyllaCheckpointStore, String> {
+    let cql = CqlConfig {
+        contact_points: contact.split(',').map(|s| s.trim().to_owned()).collect(),
+        keyspace: KEYSPACE.into(),
+        ..CqlConfig::default()
+    };
+    rt.block_on(async {
+        ScyllaCheckpointStore::migrate(&cql).await?;
+        ScyllaCheckpointStore::connect(&cql).await
+    })
+    .map_err(|e| {
+        format!(
+            "the CQL store at {contact} is unreachable: {e} (run `bash scripts/services.sh up`)"
+        )
+    })
+}
+
+/// Writes the run's agents file into `log_dir` ([`CONFIG`], its assistant restricted to the run's
+/// tenant) and loads it.
+fn write_run_config(log_dir: &Path) -> Result<(PathBuf, Catalog), String> {
+    let example = std::fs::read_to_string(CONFIG).map_err(|e| format!("{CONFIG}: {e}"))?;
+    if !example.contains(SERVE_ALL) {
+        return Err(format!("{CONFIG} has no `{SERVE_ALL}` rule to restrict"));
+    }
+    let config_path = log_dir.join("agents.yaml");
+    std::fs::write(
+        &config_path,
+        example.replace(
+            SERVE_ALL,
+            &format!(r#"- {{tenant: "{TENANT}", tools: "*"}}"#),
+        ),
+    )
+    .map_err(|e| format!("{}: {e}", config_path.display()))?;
+    let catalog =
+        load_catalog(&config_path).map_err(|e| format!("{}: {e}", config_path.display()))?;
+    Ok((config_path, catalog))
 }
 
 impl Drop for Harness {

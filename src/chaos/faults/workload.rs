@@ -30,6 +30,56 @@ fn script(v: Value) -> ModelScript {
     serde_json::from_value(v).unwrap_or_default()
 }
 
+/// Conversation `c`'s turn in round `round`: its text and the model's script. Each conversation
+/// cycles through cancelling an order (request, order number, confirmation) and showing a bill.
+fn scripted_turn(round: usize, c: usize) -> (String, ModelScript) {
+    match round % 4 {
+        0 => (
+            "cancel my order".to_owned(),
+            script(json!({
+                "classifier": {"decision": "ROUTE", "confidence": 0.96},
+                "router": {"agent": "retail", "intent": "retail_order_cancel", "confidence": 0.95}
+            })),
+        ),
+        1 => (format!("PED-{}", 1000 + c), ModelScript::default()),
+        2 => ("yes".to_owned(), ModelScript::default()),
+        _ => (
+            "show my bill".to_owned(),
+            script(json!({
+                "classifier": {"decision": "ROUTE", "confidence": 0.96},
+                "router": {"agent": "billing", "intent": "billing_show_bill", "confidence": 0.95}
+            })),
+        ),
+    }
+}
+
+/// A faulty script (timeout, error or invalid JSON from the classifier or the router) for a turn
+/// that asks the model, in bursts of 1 to 8 turns that start on one turn in ten; `None`: this
+/// turn keeps its script.
+fn model_fault(rng: &mut Rng, burst_left: &mut usize) -> Option<ModelScript> {
+    if *burst_left == 0 && rng.below(10) == 0 {
+        *burst_left = 1 + rng.below(8);
+    }
+    if *burst_left == 0 {
+        return None;
+    }
+    *burst_left -= 1;
+    // Timeouts are slow (the profile's timeout per attempt): fewer of them.
+    let word = match rng.below(10) {
+        0 => "timeout",
+        1..=5 => "error",
+        _ => "invalid_json",
+    };
+    Some(if rng.below(2) == 0 {
+        script(json!({"classifier": word}))
+    } else {
+        script(json!({
+            "classifier": {"decision": "ROUTE", "confidence": 0.96},
+            "router": word
+        }))
+    })
+}
+
 impl Workload {
     pub(super) fn generate(fault: Fault, plan: &Plan, run: &str) -> Workload {
         let mut rng = Rng::new(plan.seed);
@@ -56,45 +106,11 @@ impl Workload {
         for round in 0..rounds {
             for (c, id) in identities.iter().enumerate() {
                 let turn_id = format!("t-{run}-{c}-{round}");
-                let (text, mut s) = match round % 4 {
-                    0 => (
-                        "cancel my order".to_owned(),
-                        script(json!({
-                            "classifier": {"decision": "ROUTE", "confidence": 0.96},
-                            "router": {"agent": "retail", "intent": "retail_order_cancel", "confidence": 0.95}
-                        })),
-                    ),
-                    1 => (format!("PED-{}", 1000 + c), ModelScript::default()),
-                    2 => ("yes".to_owned(), ModelScript::default()),
-                    _ => (
-                        "show my bill".to_owned(),
-                        script(json!({
-                            "classifier": {"decision": "ROUTE", "confidence": 0.96},
-                            "router": {"agent": "billing", "intent": "billing_show_bill", "confidence": 0.95}
-                        })),
-                    ),
-                };
+                let (text, mut s) = scripted_turn(round, c);
                 if fault == Fault::ModelFaults && s.classifier.is_some() {
-                    if burst_left == 0 && rng.below(10) == 0 {
-                        burst_left = 1 + rng.below(8);
-                    }
-                    if burst_left > 0 {
-                        burst_left -= 1;
+                    if let Some(faulty) = model_fault(&mut rng, &mut burst_left) {
                         model_faulted += 1;
-                        // Timeouts are slow (the profile's timeout per attempt): fewer of them.
-                        let word = match rng.below(10) {
-                            0 => "timeout",
-                            1..=5 => "error",
-                            _ => "invalid_json",
-                        };
-                        s = if rng.below(2) == 0 {
-                            script(json!({"classifier": word}))
-                        } else {
-                            script(json!({
-                                "classifier": {"decision": "ROUTE", "confidence": 0.96},
-                                "router": word
-                            }))
-                        };
+                        s = faulty;
                     }
                 }
                 let at = bus_time(EPOCH_MS + (round as i64) * 1_000 + c as i64);
