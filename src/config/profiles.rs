@@ -9,7 +9,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::config::{parse_yaml, read_file, ConfigError, ConfigErrors};
-use crate::domain::catalog::{Catalog, Settings};
+use crate::domain::catalog::{Assistant, Catalog, Settings};
 
 /// The API flavour a profile speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -330,40 +330,14 @@ pub fn check_profile_references(
     let classifier_embeddings =
         settings.enable_route_stickiness && is_embeddings(&settings.route_stickiness_llm_profile);
     for (id, a) in &catalog.assistants {
-        if classifier_embeddings || is_embeddings(&a.router_profile) {
-            for (tool, t) in &a.tools {
-                if t.examples.values().all(Vec::is_empty) {
-                    errors.push(ConfigError::new(
-                        catalog_label,
-                        format!("assistants.{id}.tools.{tool}.examples"),
-                        "the tool has no example utterances, and an embeddings profile decides \
-                         by comparing messages with them"
-                            .to_owned(),
-                        "add `examples: {en: [...], pt-BR: [...]}` with what customers say to \
-                         ask for it",
-                    ));
-                }
-            }
-        }
-        if classifier_embeddings {
-            for (label, examples) in [
-                ("human_handoff", &a.session_examples.human_handoff),
-                ("end_session", &a.session_examples.end_session),
-            ] {
-                if examples.values().all(Vec::is_empty) {
-                    errors.push(ConfigError::new(
-                        catalog_label,
-                        format!("assistants.{id}.session_examples.{label}"),
-                        format!(
-                            "no example utterances for {label}, and the classifier profile `{}` \
-                             is an embeddings profile",
-                            settings.route_stickiness_llm_profile
-                        ),
-                        format!("add `session_examples: {{{label}: {{en: [...], pt-BR: [...]}}}}`"),
-                    ));
-                }
-            }
-        }
+        check_examples(
+            &mut errors,
+            catalog_label,
+            id,
+            a,
+            classifier_embeddings.then_some(settings.route_stickiness_llm_profile.as_str()),
+            is_embeddings(&a.router_profile),
+        );
         for (role, name) in [
             ("router", &a.router_profile),
             ("interpreter", &a.interpreter_profile),
@@ -379,6 +353,52 @@ pub fn check_profile_references(
         }
     }
     ConfigErrors(errors).into_result(())
+}
+
+/// An assistant decided by embeddings needs example utterances: of every tool when its router
+/// or the classifier is an embeddings profile, and of handoff and end-of-session when the
+/// classifier is (`classifier`: that profile's name).
+fn check_examples(
+    errors: &mut Vec<ConfigError>,
+    catalog_label: &str,
+    id: &str,
+    a: &Assistant,
+    classifier: Option<&str>,
+    router_embeddings: bool,
+) {
+    if classifier.is_some() || router_embeddings {
+        for (tool, t) in &a.tools {
+            if t.examples.values().all(Vec::is_empty) {
+                errors.push(ConfigError::new(
+                    catalog_label,
+                    format!("assistants.{id}.tools.{tool}.examples"),
+                    "the tool has no example utterances, and an embeddings profile decides \
+                     by comparing messages with them"
+                        .to_owned(),
+                    "add `examples: {en: [...], pt-BR: [...]}` with what customers say to \
+                     ask for it",
+                ));
+            }
+        }
+    }
+    if let Some(classifier) = classifier {
+        for (label, examples) in [
+            ("human_handoff", &a.session_examples.human_handoff),
+            ("end_session", &a.session_examples.end_session),
+        ] {
+            if examples.values().all(Vec::is_empty) {
+                errors.push(ConfigError::new(
+                    catalog_label,
+                    format!("assistants.{id}.session_examples.{label}"),
+                    format!(
+                        "no example utterances for {label}, and the classifier profile \
+                         `{classifier}` is an embeddings profile"
+                    ),
+                    format!("add `session_examples: {{{label}: {{en: [...], pt-BR: [...]}}}}`"),
+                ));
+            }
+        }
+    }
 }
 
 fn is_env_var_name(s: &str) -> bool {
