@@ -276,6 +276,8 @@ fn distinctive(kind: &ParameterKind, text: &str, candidate: &Candidate) -> bool 
     }
 }
 
+// TODO(issue 27): split; owned by a concurrent change
+#[allow(clippy::too_many_lines)]
 fn read(
     params: &[LabelledParameter<'_>],
     text: &str,
