@@ -109,11 +109,10 @@ pub async fn run(args: Args) -> u8 {
     };
     let profile = &settings.route_stickiness_llm_profile;
     if profiles.get(profile).is_none() {
-        let known: Vec<&str> = profiles.profiles.keys().map(String::as_str).collect();
         return config_error(format!(
             "profile `{profile}` is not defined in {} (fix: pass --profile with one of: {})",
             args.profiles.display(),
-            known.join(", ")
+            profiles.names()
         ));
     }
     let catalog = match load_catalog(&args.config) {

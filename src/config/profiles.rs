@@ -69,6 +69,11 @@ impl Profiles {
     pub fn get(&self, name: &str) -> Option<&ModelProfile> {
         self.profiles.get(name)
     }
+
+    /// Every profile's name, comma-separated: what an error about an unknown profile offers.
+    pub fn names(&self) -> String {
+        self.profiles.keys().cloned().collect::<Vec<_>>().join(", ")
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -332,14 +337,7 @@ pub fn check_profile_references(
     settings: &Settings,
     profiles: &Profiles,
 ) -> Result<(), ConfigErrors> {
-    let known = || {
-        profiles
-            .profiles
-            .keys()
-            .cloned()
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    let known = || profiles.names();
     let mut errors = Vec::new();
     if settings.enable_route_stickiness
         && profiles

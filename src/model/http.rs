@@ -138,14 +138,7 @@ impl OpenAiCompatibleModel {
         profiles: Arc<Profiles>,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, ModelConfigError> {
-        let known = || {
-            profiles
-                .profiles
-                .keys()
-                .cloned()
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
+        let known = || profiles.names();
         let classifier_name = &settings.route_stickiness_llm_profile;
         let classifier = match profiles.get(classifier_name) {
             // Served by `ConfiguredModel`'s embeddings model, not over chat completions.

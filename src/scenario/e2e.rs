@@ -75,16 +75,7 @@ pub fn run_paths(paths: &[PathBuf]) -> Result<RunReport, String> {
     let files = collect_files(paths)?;
     let mut loaded: Vec<Result<Scenario, ScenarioResult>> = Vec::with_capacity(files.len());
     for file in &files {
-        loaded.push(load_scenario(file).map_err(|e| {
-            ScenarioResult {
-                file: file.display().to_string(),
-                name: file
-                    .file_stem()
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
-                failure: Some(e.to_string()),
-            }
-        }));
+        loaded.push(load_scenario(file).map_err(|e| ScenarioResult::unloadable(file, e)));
     }
     let started = Instant::now();
     let mut run = Run::start()?;

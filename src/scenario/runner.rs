@@ -48,6 +48,20 @@ pub struct ScenarioResult {
     pub failure: Option<String>,
 }
 
+impl ScenarioResult {
+    /// The verdict of a file that does not load as a scenario: failed, named after the file.
+    pub fn unloadable(file: &Path, error: impl std::fmt::Display) -> ScenarioResult {
+        ScenarioResult {
+            file: file.display().to_string(),
+            name: file
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            failure: Some(error.to_string()),
+        }
+    }
+}
+
 /// All verdicts of a run.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RunReport {
@@ -127,14 +141,7 @@ pub fn run_paths(paths: &[PathBuf]) -> Result<RunReport, String> {
     let mut report = RunReport::default();
     for file in files {
         let result = match load_scenario(&file) {
-            Err(e) => ScenarioResult {
-                file: file.display().to_string(),
-                name: file
-                    .file_stem()
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
-                failure: Some(e.to_string()),
-            },
+            Err(e) => ScenarioResult::unloadable(&file, e),
             Ok(scenario) => {
                 let failure = runtime
                     .block_on(run_scenario(&scenario, &mut catalogs))

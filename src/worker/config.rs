@@ -140,18 +140,18 @@ impl WorkerConfig {
 
     /// Broker, group, instance, topics and listen address: text settings, blank means default.
     fn read_names(&mut self, env: &impl Fn(&str) -> Option<String>) {
-        env_text(&env, "TURNSTILE_BROKERS", &mut self.brokers);
-        env_text(&env, "TURNSTILE_GROUP_ID", &mut self.group_id);
-        env_text(&env, "TURNSTILE_INSTANCE_ID", &mut self.instance_id);
-        env_text(&env, "TURNSTILE_TOPIC_TURNS", &mut self.topics.inbound);
-        env_text(&env, "TURNSTILE_TOPIC_REPLIES", &mut self.topics.replies);
-        env_text(&env, "TURNSTILE_TOPIC_EVENTS", &mut self.topics.events);
+        env_text(env, "TURNSTILE_BROKERS", &mut self.brokers);
+        env_text(env, "TURNSTILE_GROUP_ID", &mut self.group_id);
+        env_text(env, "TURNSTILE_INSTANCE_ID", &mut self.instance_id);
+        env_text(env, "TURNSTILE_TOPIC_TURNS", &mut self.topics.inbound);
+        env_text(env, "TURNSTILE_TOPIC_REPLIES", &mut self.topics.replies);
+        env_text(env, "TURNSTILE_TOPIC_EVENTS", &mut self.topics.events);
         env_text(
             &env,
             "TURNSTILE_TOPIC_DEAD_LETTERS",
             &mut self.topics.dead_letters,
         );
-        env_text(&env, "TURNSTILE_LISTEN", &mut self.listen);
+        env_text(env, "TURNSTILE_LISTEN", &mut self.listen);
     }
 
     /// Concurrency, buffer, cache and payload limits: whole numbers with a lower bound.

@@ -29,7 +29,7 @@ use crate::config::settings::settings_from_env;
 use crate::domain::catalog::Catalog;
 use crate::message::{DecodeLimits, Topics};
 use crate::pipeline::decode_record;
-use crate::store::cql::{CqlConfig, ScyllaCheckpointStore};
+use crate::store::cql::ScyllaCheckpointStore;
 use crate::testkit::bus::{self, OutputReader};
 use crate::testkit::model_server::ModelServer;
 use crate::testkit::tool_server::ToolServer;
@@ -69,12 +69,14 @@ impl Harness {
         let id = bus::unique_suffix();
         let brokers = bus::brokers();
         let contact = crate::testkit::cql::contact();
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .map_err(|e| format!("cannot start the async runtime: {e}"))?;
-        let store = connect_store(&rt, &contact)?;
+        let rt = crate::testkit::runtime()?;
+        let store = rt
+            .block_on(crate::testkit::cql::migrated_store(&contact, KEYSPACE))
+            .map_err(|e| {
+                format!(
+                    "the CQL store at {contact} is unreachable: {e} (run `bash scripts/services.sh up`)"
+                )
+            })?;
         let topics = Topics {
             inbound: format!("turnstile-chaos.{id}.turns"),
             replies: format!("turnstile-chaos.{id}.replies"),
@@ -82,12 +84,7 @@ impl Harness {
             dead_letters: format!("turnstile-chaos.{id}.dead-letters"),
         };
         rt.block_on(bus::create_topics(&brokers, &topics, INBOUND_PARTITIONS))?;
-        let model = rt
-            .block_on(ModelServer::try_start())
-            .map_err(|e| format!("cannot start the model test server: {e}"))?;
-        let tools = rt
-            .block_on(ToolServer::start())
-            .map_err(|e| format!("cannot start the tool test server: {e}"))?;
+        let (model, tools) = crate::testkit::start_servers(&rt)?;
         // Longer than every profile's timeout, so a scripted timeout is a timeout.
         model.set_timeout_delay(Duration::from_secs(10));
         let workload = Workload::generate(fault, plan, &id);
@@ -439,24 +436,6 @@ impl Harness {
             })
             .collect()
     }
-}
-
-/// The run's CQL store, its keyspace migrated.
-fn connect_store(rt: &Runtime, contact: &str) -> Result<ScyllaCheckpointStore, String> {
-    let cql = CqlConfig {
-        contact_points: contact.split(',').map(|s| s.trim().to_owned()).collect(),
-        keyspace: KEYSPACE.into(),
-        ..CqlConfig::default()
-    };
-    rt.block_on(async {
-        ScyllaCheckpointStore::migrate(&cql).await?;
-        ScyllaCheckpointStore::connect(&cql).await
-    })
-    .map_err(|e| {
-        format!(
-            "the CQL store at {contact} is unreachable: {e} (run `bash scripts/services.sh up`)"
-        )
-    })
 }
 
 /// Writes the run's agents file into `log_dir` ([`CONFIG`], its assistant restricted to the run's

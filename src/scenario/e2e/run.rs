@@ -30,7 +30,7 @@ use crate::message::{format_rfc3339_ms, Topics};
 use crate::pipeline::decode_record;
 use crate::scenario::format::{Scenario, TurnInputSpec};
 use crate::scenario::runner::{check_turn, TurnView, DEFAULT_CONFIG, SCENARIO_EPOCH_MS};
-use crate::store::cql::{CqlConfig, ScyllaCheckpointStore};
+use crate::store::cql::ScyllaCheckpointStore;
 use crate::testkit::bus;
 use crate::testkit::model_server::ModelServer;
 use crate::testkit::tool_server::{ToolAction, ToolServer};
@@ -65,34 +65,17 @@ impl Run {
         let id = bus::unique_suffix();
         let brokers = bus::brokers();
         let contact = crate::testkit::cql::contact();
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+        let rt = crate::testkit::runtime()?;
         check_kafka(&brokers)?;
-        let cql = CqlConfig {
-            contact_points: contact.split(',').map(|s| s.trim().to_owned()).collect(),
-            keyspace: KEYSPACE.into(),
-            ..CqlConfig::default()
-        };
         let store = rt
-            .block_on(async {
-                ScyllaCheckpointStore::migrate(&cql).await?;
-                ScyllaCheckpointStore::connect(&cql).await
-            })
+            .block_on(crate::testkit::cql::migrated_store(&contact, KEYSPACE))
             .map_err(|e| {
                 format!(
                     "the CQL store at {contact} is unreachable or refused the keyspace \
                      {KEYSPACE}: {e} (run `bash scripts/services.sh up`)"
                 )
             })?;
-        let model = rt
-            .block_on(ModelServer::try_start())
-            .map_err(|e| format!("cannot start the model test server: {e}"))?;
-        let tools = rt
-            .block_on(ToolServer::start())
-            .map_err(|e| format!("cannot start the tool test server: {e}"))?;
+        let (model, tools) = crate::testkit::start_servers(&rt)?;
         let producer = {
             let _runtime = rt.enter();
             bus::turn_producer(&brokers)?
