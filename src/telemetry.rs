@@ -72,205 +72,271 @@ pub const STORE_BUCKETS_SECONDS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
 ];
 
-/// Registers help texts and units with the installed recorder.
-pub fn describe() {
-    describe_counter!(
+/// What a metric of the catalogue is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MetricKind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// The catalogue's help texts and units: (kind, name, unit, help), in the order they are described.
+const DESCRIPTIONS: &[(MetricKind, &str, Unit, &str)] = &[
+    (
+        MetricKind::Counter,
         DECISIONS_TOTAL,
         Unit::Count,
         "Model decisions by skill and deciding component (embeddings, llm, or fallback when no \
-         confident answer came)."
-    );
-    describe_counter!(
+         confident answer came).",
+    ),
+    (
+        MetricKind::Counter,
         MODEL_REQUESTS_TOTAL,
         Unit::Count,
-        "Model calls by skill, profile and outcome."
-    );
-    describe_gauge!(
+        "Model calls by skill, profile and outcome.",
+    ),
+    (
+        MetricKind::Gauge,
         CHECKPOINT_REQUESTS_WAITING,
         Unit::Count,
-        "Checkpoint reads and writes waiting for a slot (TURNSTILE_STORE_MAX_CONCURRENCY)."
-    );
-    describe_gauge!(
+        "Checkpoint reads and writes waiting for a slot (TURNSTILE_STORE_MAX_CONCURRENCY).",
+    ),
+    (
+        MetricKind::Gauge,
         MODEL_REQUESTS_WAITING,
         Unit::Count,
-        "Model calls waiting for a slot (TURNSTILE_MODEL_MAX_CONCURRENCY)."
-    );
-    describe_histogram!(
+        "Model calls waiting for a slot (TURNSTILE_MODEL_MAX_CONCURRENCY).",
+    ),
+    (
+        MetricKind::Histogram,
         MODEL_REQUEST_DURATION_SECONDS,
         Unit::Seconds,
-        "Model call latency by skill and profile."
-    );
-    describe_counter!(
+        "Model call latency by skill and profile.",
+    ),
+    (
+        MetricKind::Counter,
         MODEL_FALLBACKS_TOTAL,
         Unit::Count,
-        "Model decisions that did not count, by skill and reason (SC-2)."
-    );
-    describe_counter!(
+        "Model decisions that did not count, by skill and reason (SC-2).",
+    ),
+    (
+        MetricKind::Counter,
         MODEL_SPECULATIVE_DISCARDED_TOTAL,
         Unit::Count,
-        "Speculative router calls whose answer was discarded."
-    );
-    describe_counter!(
+        "Speculative router calls whose answer was discarded.",
+    ),
+    (
+        MetricKind::Counter,
         TOOL_CALLS_TOTAL,
         Unit::Count,
-        "Tool webhook calls by tool, kind and outcome."
-    );
-    describe_histogram!(
+        "Tool webhook calls by tool, kind and outcome.",
+    ),
+    (
+        MetricKind::Histogram,
         TOOL_CALL_DURATION_SECONDS,
         Unit::Seconds,
-        "Tool webhook latency per attempt by tool and kind."
-    );
-    describe_counter!(
+        "Tool webhook latency per attempt by tool and kind.",
+    ),
+    (
+        MetricKind::Counter,
         TOOL_RETRIES_TOTAL,
         Unit::Count,
-        "Tool webhook retries by tool and kind."
-    );
-    describe_counter!(
+        "Tool webhook retries by tool and kind.",
+    ),
+    (
+        MetricKind::Counter,
         TRANSACTION_TRANSITIONS_TOTAL,
         Unit::Count,
-        "Transaction status changes by from and to status."
-    );
-    describe_counter!(
+        "Transaction status changes by from and to status.",
+    ),
+    (
+        MetricKind::Counter,
         EVENTS_TOTAL,
         Unit::Count,
-        "Events emitted by CloudEvents type."
-    );
-    describe_counter!(
+        "Events emitted by CloudEvents type.",
+    ),
+    (
+        MetricKind::Counter,
         INCONSISTENT_STATES_TOTAL,
         Unit::Count,
-        "Inconsistent checkpoints diagnosed, by reason (ST-5)."
-    );
-    describe_counter!(
+        "Inconsistent checkpoints diagnosed, by reason (ST-5).",
+    ),
+    (
+        MetricKind::Counter,
         TURNS_SETTLED_WITHOUT_MODEL_TOTAL,
         Unit::Count,
-        "Turns a typed parser, the recogniser or a channel action settled with no model call."
-    );
-    describe_counter!(
+        "Turns a typed parser, the recogniser or a channel action settled with no model call.",
+    ),
+    (
+        MetricKind::Counter,
         TOOL_RESULTS_RENDERED_TOTAL,
         Unit::Count,
         "Completed tools' results shown to the customer, by tool and rendering (template, \
-         unmapped_value, no_template, missing_field; RP-1)."
-    );
-    describe_counter!(TURNS_TOTAL, Unit::Count, "Inbound turns by outcome.");
-    describe_counter!(
+         unmapped_value, no_template, missing_field; RP-1).",
+    ),
+    (
+        MetricKind::Counter,
+        TURNS_TOTAL,
+        Unit::Count,
+        "Inbound turns by outcome.",
+    ),
+    (
+        MetricKind::Counter,
         HANDBACKS_TOTAL,
         Unit::Count,
-        "Hand-back actions (SC-11) by outcome: resumed, expired, no_transaction, not_pending."
-    );
-    describe_histogram!(
+        "Hand-back actions (SC-11) by outcome: resumed, expired, no_transaction, not_pending.",
+    ),
+    (
+        MetricKind::Histogram,
         TURN_DURATION_SECONDS,
         Unit::Seconds,
-        "Turn latency from dequeue to published outputs."
-    );
-    describe_gauge!(TURNS_IN_FLIGHT, Unit::Count, "Turns being processed now.");
-    describe_gauge!(
+        "Turn latency from dequeue to published outputs.",
+    ),
+    (
+        MetricKind::Gauge,
+        TURNS_IN_FLIGHT,
+        Unit::Count,
+        "Turns being processed now.",
+    ),
+    (
+        MetricKind::Gauge,
         PARTITION_LAG,
         Unit::Count,
         "Records delivered to this worker and not finished yet, by partition (not the \
-         broker-side lag: unfetched records are not counted)."
-    );
-    describe_gauge!(
+         broker-side lag: unfetched records are not counted).",
+    ),
+    (
+        MetricKind::Gauge,
         CONSUMER_LAG_RECORDS,
         Unit::Count,
         "Records on the broker not yet committed, by partition held: the high watermark \
-         (read every TURNSTILE_LAG_INTERVAL_MS) minus the committed offset, as KEDA counts it."
-    );
-    describe_gauge!(
+         (read every TURNSTILE_LAG_INTERVAL_MS) minus the committed offset, as KEDA counts it.",
+    ),
+    (
+        MetricKind::Gauge,
         CONSUMER_COMMITTED_OFFSET,
         Unit::Count,
-        "The committed offset of each partition held (-1 while none is committed)."
-    );
-    describe_histogram!(
+        "The committed offset of each partition held (-1 while none is committed).",
+    ),
+    (
+        MetricKind::Histogram,
         TURN_AGE_SECONDS,
         Unit::Seconds,
         "Age of a turn when its outputs were committed, from the inbound record's Kafka \
-         timestamp: what the customer waited, time queued in Kafka included."
-    );
-    describe_gauge!(
+         timestamp: what the customer waited, time queued in Kafka included.",
+    ),
+    (
+        MetricKind::Gauge,
         PARTITION_BUFFER_CAPACITY_RECORDS,
         Unit::Count,
         "Records fetched and not started per partition at most before the partition is paused \
-         (TURNSTILE_MAX_BUFFERED_PER_PARTITION)."
-    );
-    describe_histogram!(
+         (TURNSTILE_MAX_BUFFERED_PER_PARTITION).",
+    ),
+    (
+        MetricKind::Histogram,
         COMMIT_DURATION_SECONDS,
         Unit::Seconds,
-        "Kafka transaction commit latency."
-    );
-    describe_counter!(
+        "Kafka transaction commit latency.",
+    ),
+    (
+        MetricKind::Counter,
         COMMIT_FAILURES_TOTAL,
         Unit::Count,
-        "Kafka transaction commits that failed."
-    );
-    describe_histogram!(
+        "Kafka transaction commits that failed.",
+    ),
+    (
+        MetricKind::Histogram,
         CHECKPOINT_LOAD_DURATION_SECONDS,
         Unit::Seconds,
-        "Checkpoint read latency."
-    );
-    describe_histogram!(
+        "Checkpoint read latency.",
+    ),
+    (
+        MetricKind::Histogram,
         CHECKPOINT_SAVE_DURATION_SECONDS,
         Unit::Seconds,
-        "Checkpoint write latency."
-    );
-    describe_counter!(
+        "Checkpoint write latency.",
+    ),
+    (
+        MetricKind::Counter,
         CHECKPOINT_ERRORS_TOTAL,
         Unit::Count,
-        "Checkpoint store errors by operation."
-    );
-    describe_counter!(
+        "Checkpoint store errors by operation.",
+    ),
+    (
+        MetricKind::Counter,
         CHECKPOINT_DECODE_FAILURES_TOTAL,
         Unit::Count,
-        "Stored checkpoints that could not be decoded, by reason (ST-4)."
-    );
-    describe_counter!(
+        "Stored checkpoints that could not be decoded, by reason (ST-4).",
+    ),
+    (
+        MetricKind::Counter,
         CHECKPOINT_CACHE_LOOKUPS_TOTAL,
         Unit::Count,
         "Turns that looked for their checkpoint in the worker's cache, by result (hit: no store \
-         read; miss: read from the store)."
-    );
-    describe_counter!(
+         read; miss: read from the store).",
+    ),
+    (
+        MetricKind::Counter,
         CHECKPOINT_CACHE_INVALIDATIONS_TOTAL,
         Unit::Count,
-        "Cached checkpoints dropped before use, by reason (revoked, fenced, commit_failed)."
-    );
-    describe_gauge!(
+        "Cached checkpoints dropped before use, by reason (revoked, fenced, commit_failed).",
+    ),
+    (
+        MetricKind::Gauge,
         CHECKPOINT_CACHE_BYTES,
         Unit::Bytes,
         "Bytes the checkpoint cache holds (rows plus bookkeeping), at most \
-         TURNSTILE_CHECKPOINT_CACHE_BYTES."
-    );
-    describe_counter!(
+         TURNSTILE_CHECKPOINT_CACHE_BYTES.",
+    ),
+    (
+        MetricKind::Counter,
         FENCED_WRITES_TOTAL,
         Unit::Count,
-        "Checkpoint writes refused because a newer owner holds the partition (IO-4)."
-    );
-    describe_counter!(
+        "Checkpoint writes refused because a newer owner holds the partition (IO-4).",
+    ),
+    (
+        MetricKind::Counter,
         DEAD_LETTERS_TOTAL,
         Unit::Count,
-        "Inbound messages sent to the dead-letter topic, by reason (IO-3)."
-    );
-    describe_gauge!(
+        "Inbound messages sent to the dead-letter topic, by reason (IO-3).",
+    ),
+    (
+        MetricKind::Gauge,
         PARTITIONS_ASSIGNED,
         Unit::Count,
-        "Inbound partitions assigned to this worker."
-    );
-    describe_gauge!(
+        "Inbound partitions assigned to this worker.",
+    ),
+    (
+        MetricKind::Gauge,
         READY,
         Unit::Count,
         "1 while /readyz answers 200 (group joined or partitions held, store and broker up), \
-         else 0."
-    );
-    describe_gauge!(
+         else 0.",
+    ),
+    (
+        MetricKind::Gauge,
         IN_FLIGHT_LIMIT,
         Unit::Count,
-        "Turns processed at once per process at most (TURNSTILE_MAX_IN_FLIGHT)."
-    );
-    describe_gauge!(
+        "Turns processed at once per process at most (TURNSTILE_MAX_IN_FLIGHT).",
+    ),
+    (
+        MetricKind::Gauge,
         IN_FLIGHT_PER_PARTITION_LIMIT,
         Unit::Count,
         "Conversations processed at once per partition at most \
-         (TURNSTILE_MAX_IN_FLIGHT_PER_PARTITION)."
-    );
+         (TURNSTILE_MAX_IN_FLIGHT_PER_PARTITION).",
+    ),
+];
+
+/// Registers help texts and units with the installed recorder.
+pub fn describe() {
+    for &(kind, name, unit, help) in DESCRIPTIONS {
+        match kind {
+            MetricKind::Counter => describe_counter!(name, unit, help),
+            MetricKind::Gauge => describe_gauge!(name, unit, help),
+            MetricKind::Histogram => describe_histogram!(name, unit, help),
+        }
+    }
 }
 
 /// Exports the counters the alerts watch at 0 before anything happens, so their first increment

@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use crate::domain::catalog::{Catalog, Settings};
 use crate::domain::decision::{PreValidationResult, ToolResult};
-use crate::domain::effect::ToolRequest;
+use crate::domain::effect::{ToolRequest, TurnOutcome};
 use crate::domain::engine::Engine;
 use crate::domain::state::AgentState;
 use crate::domain::turn::Turn;
@@ -169,6 +169,23 @@ impl ToolGateway for RecordingTools {
     }
 }
 
+/// A valid inbound turn and where it is: (partition, offset, turn).
+type PlacedTurn = (i32, i64, Turn);
+
+/// (output id, reply text) of a committed reply or event.
+type OutputCopy = (String, Option<String>);
+
+/// What the output topics hold, per inbound record.
+#[derive(Default)]
+struct Outputs<'a> {
+    /// Turn id → committed replies.
+    replies_of: HashMap<&'a str, usize>,
+    /// Turn id → each committed reply and event.
+    outputs_of: HashMap<&'a str, Vec<OutputCopy>>,
+    /// (partition, offset) of an inbound record → its dead letters.
+    dead_letters_at: HashMap<(i32, i64), usize>,
+}
+
 /// Runs every check. Never panics on hostile evidence.
 pub async fn check(ev: &Evidence<'_>) -> CheckReport {
     let mut r = CheckReport {
@@ -176,7 +193,37 @@ pub async fn check(ev: &Evidence<'_>) -> CheckReport {
         ..CheckReport::default()
     };
     // 1. Decode the inbound topic exactly as the worker does.
-    let mut turns: Vec<(i32, i64, Turn)> = Vec::new();
+    let (turns, refused) = decode_inbound(ev);
+    r.valid_turns = turns.len();
+    r.refused_records = refused.len();
+    let turn_ids: BTreeSet<&str> = turns.iter().map(|(_, _, t)| t.turn_id.as_str()).collect();
+    // 2. Outputs: duplicates by output id, orphans, reply sets per turn.
+    let outputs = read_outputs(ev, &turn_ids, &mut r);
+    let dead_lettered_valid = check_answers(&turns, &refused, &outputs, &mut r);
+    // 3. Tool executions.
+    let actual_keys = check_executions(ev, &turn_ids, &mut r);
+    // 4. Serial replay per conversation.
+    let replay_keys = replay(ev, &turns, &dead_lettered_valid, &outputs, &mut r).await;
+    for k in actual_keys.iter().filter(|k| !replay_keys.contains(**k)) {
+        r.tool_mismatches.push(format!(
+            "key {k} executed, but the serial replay never executes it"
+        ));
+    }
+    for k in replay_keys
+        .iter()
+        .filter(|k| !actual_keys.contains(k.as_str()))
+    {
+        r.tool_mismatches.push(format!(
+            "key {k} executed by the serial replay, but never by the run"
+        ));
+    }
+    r
+}
+
+/// The inbound topic decoded exactly as the worker does: the valid turns, and where the records
+/// it refuses are.
+fn decode_inbound(ev: &Evidence<'_>) -> (Vec<PlacedTurn>, BTreeSet<(i32, i64)>) {
+    let mut turns: Vec<PlacedTurn> = Vec::new();
     let mut refused: BTreeSet<(i32, i64)> = BTreeSet::new();
     for rec in ev.inbound {
         let inbound = InboundRecord {
@@ -194,17 +241,19 @@ pub async fn check(ev: &Evidence<'_>) -> CheckReport {
             }
         }
     }
-    r.valid_turns = turns.len();
-    r.refused_records = refused.len();
-    let turn_ids: BTreeSet<&str> = turns.iter().map(|(_, _, t)| t.turn_id.as_str()).collect();
+    (turns, refused)
+}
 
-    // 2. Outputs: duplicates by output id, orphans, reply sets per turn.
+/// Sorts the committed outputs by inbound record; finds outputs committed twice (by output id)
+/// and outputs of no valid inbound turn.
+fn read_outputs<'a>(
+    ev: &'a Evidence<'_>,
+    turn_ids: &BTreeSet<&str>,
+    r: &mut CheckReport,
+) -> Outputs<'a> {
+    let mut out = Outputs::default();
     // Output id → where each copy is (topic partition@offset), for the duplicate findings.
     let mut by_output_id: HashMap<&str, Vec<String>> = HashMap::new();
-    let mut replies_of: HashMap<&str, usize> = HashMap::new();
-    // Per turn: (output id, reply text) of each committed reply and event.
-    let mut outputs_of: HashMap<&str, Vec<(String, Option<String>)>> = HashMap::new();
-    let mut dead_letters_at: HashMap<(i32, i64), usize> = HashMap::new();
     for m in ev.outputs {
         match &m.output_id {
             Some(id) => by_output_id.entry(id.as_str()).or_default().push(format!(
@@ -220,25 +269,7 @@ pub async fn check(ev: &Evidence<'_>) -> CheckReport {
             )),
         }
         if m.topic == ev.dead_letters_topic {
-            r.dead_letters += 1;
-            let original = m.payload.get("original");
-            let field = |k: &str| original.and_then(|o| o.get(k)).and_then(Value::as_i64);
-            let reason = m
-                .payload
-                .get("reason")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            *r.dead_letter_reasons.entry(reason.to_owned()).or_default() += 1;
-            match (field("partition"), field("offset")) {
-                (Some(p), Some(o)) if !reason.is_empty() => {
-                    let p = i32::try_from(p).unwrap_or(-1);
-                    *dead_letters_at.entry((p, o)).or_default() += 1;
-                }
-                _ => r.orphans.push(format!(
-                    "dead letter {}@{} names no original record or no reason",
-                    m.partition, m.offset
-                )),
-            }
+            read_dead_letter(m, &mut out, r);
             continue;
         }
         let turn_id = m
@@ -253,13 +284,13 @@ pub async fn check(ev: &Evidence<'_>) -> CheckReport {
                     .get("text")
                     .and_then(Value::as_str)
                     .map(str::to_owned);
-                outputs_of
+                out.outputs_of
                     .entry(t)
                     .or_default()
                     .push((m.output_id.clone().unwrap_or_default(), text));
                 if m.topic == ev.replies_topic {
                     r.replies += 1;
-                    *replies_of.entry(t).or_default() += 1;
+                    *out.replies_of.entry(t).or_default() += 1;
                 } else {
                     r.events += 1;
                 }
@@ -287,23 +318,58 @@ pub async fn check(ev: &Evidence<'_>) -> CheckReport {
             at.join(", ")
         ));
     }
+    out
+}
+
+/// Counts one dead letter against the inbound record it names (an orphan when it names none, or
+/// gives no reason).
+fn read_dead_letter(m: &ReadMessage, out: &mut Outputs<'_>, r: &mut CheckReport) {
+    r.dead_letters += 1;
+    let original = m.payload.get("original");
+    let field = |k: &str| original.and_then(|o| o.get(k)).and_then(Value::as_i64);
+    let reason = m
+        .payload
+        .get("reason")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    *r.dead_letter_reasons.entry(reason.to_owned()).or_default() += 1;
+    match (field("partition"), field("offset")) {
+        (Some(p), Some(o)) if !reason.is_empty() => {
+            let p = i32::try_from(p).unwrap_or(-1);
+            *out.dead_letters_at.entry((p, o)).or_default() += 1;
+        }
+        _ => r.orphans.push(format!(
+            "dead letter {}@{} names no original record or no reason",
+            m.partition, m.offset
+        )),
+    }
+}
+
+/// Every valid turn answered (a reply, not a dead letter), every refused record dead-lettered
+/// once, no dead letter of another record. Returns where the dead-lettered valid turns are.
+fn check_answers(
+    turns: &[PlacedTurn],
+    refused: &BTreeSet<(i32, i64)>,
+    outputs: &Outputs<'_>,
+    r: &mut CheckReport,
+) -> BTreeSet<(i32, i64)> {
     // Each turn's replies must come from one reply set: distinct output ids, so a second set of
     // the same turn would show up as repeated output ids (checked above). A turn with none is lost.
     let mut dead_lettered_valid: BTreeSet<(i32, i64)> = BTreeSet::new();
-    for (p, o, t) in &turns {
-        if dead_letters_at.contains_key(&(*p, *o)) {
+    for (p, o, t) in turns {
+        if outputs.dead_letters_at.contains_key(&(*p, *o)) {
             dead_lettered_valid.insert((*p, *o));
             r.valid_dead_lettered
                 .push(format!("turn {} ({p}@{o}) was dead-lettered", t.turn_id));
-        } else if !replies_of.contains_key(t.turn_id.as_str()) {
+        } else if !outputs.replies_of.contains_key(t.turn_id.as_str()) {
             r.lost.push(format!(
                 "turn {} ({p}@{o}) has no committed reply",
                 t.turn_id
             ));
         }
     }
-    for at in &refused {
-        match dead_letters_at.get(at) {
+    for at in refused {
+        match outputs.dead_letters_at.get(at) {
             None => r.not_dead_lettered.push(format!(
                 "refused record {}@{} has no dead letter",
                 at.0, at.1
@@ -314,7 +380,7 @@ pub async fn check(ev: &Evidence<'_>) -> CheckReport {
             Some(_) => {}
         }
     }
-    for (at, _) in dead_letters_at.iter() {
+    for (at, _) in outputs.dead_letters_at.iter() {
         if !refused.contains(at) && !dead_lettered_valid.contains(at) {
             r.orphans.push(format!(
                 "dead letter of {}@{}, which is no inbound record",
@@ -322,9 +388,16 @@ pub async fn check(ev: &Evidence<'_>) -> CheckReport {
             ));
         }
     }
+    dead_lettered_valid
+}
 
-    // 3. Tool executions: none without its turn, at most one per turn (the traffic executes at
-    // most one tool per turn).
+/// Tool executions: none without its turn, at most one per turn (the traffic executes at most
+/// one tool per turn). Returns the idempotency keys of the successful executions.
+fn check_executions<'a>(
+    ev: &'a Evidence<'_>,
+    turn_ids: &BTreeSet<&str>,
+    r: &mut CheckReport,
+) -> BTreeSet<&'a str> {
     let mut executions_of: HashMap<&str, Vec<&Execution>> = HashMap::new();
     let actual_keys: BTreeSet<&str> = ev
         .executions
@@ -353,10 +426,21 @@ pub async fn check(ev: &Evidence<'_>) -> CheckReport {
             ));
         }
     }
+    actual_keys
+}
 
-    // 4. Serial replay per conversation, in inbound order (one key = one partition = offsets).
+/// Replays every conversation serially, in inbound order (one key = one partition = offsets),
+/// and compares its outputs and final state with the run's. Returns the idempotency keys the
+/// replay executes.
+async fn replay(
+    ev: &Evidence<'_>,
+    turns: &[PlacedTurn],
+    dead_lettered_valid: &BTreeSet<(i32, i64)>,
+    outputs: &Outputs<'_>,
+    r: &mut CheckReport,
+) -> BTreeSet<String> {
     let mut conversations: BTreeMap<String, Vec<&Turn>> = BTreeMap::new();
-    let mut ordered: Vec<&(i32, i64, Turn)> = turns.iter().collect();
+    let mut ordered: Vec<&PlacedTurn> = turns.iter().collect();
     ordered.sort_by_key(|(p, o, _)| (*p, *o));
     for (_, _, t) in ordered {
         conversations.entry(t.identity.key()).or_default().push(t);
@@ -391,34 +475,8 @@ pub async fn check(ev: &Evidence<'_>) -> CheckReport {
                     break;
                 }
             };
-            // Exactly one reply set: the committed replies and events of this turn are the
-            // replay's, id for id, and the reply text is the replay's.
             if !dead_lettered_turns.contains(turn.turn_id.as_str()) {
-                let expected: Vec<(String, Option<String>)> =
-                    encode_outputs(turn, &processed.outcome, 0)
-                        .iter()
-                        .map(|o| {
-                            let v: Value = serde_json::from_slice(&o.payload).unwrap_or_default();
-                            let text = (o.kind == "reply")
-                                .then(|| v.get("text").and_then(Value::as_str).map(str::to_owned))
-                                .flatten();
-                            (o.output_id.clone(), text)
-                        })
-                        .collect();
-                let mut actual = outputs_of
-                    .get(turn.turn_id.as_str())
-                    .cloned()
-                    .unwrap_or_default();
-                actual.sort();
-                actual.dedup();
-                let mut expected_sorted = expected;
-                expected_sorted.sort();
-                if actual != expected_sorted {
-                    r.output_mismatches.push(format!(
-                        "turn {}: committed {:?}, the serial replay gives {:?}",
-                        turn.turn_id, actual, expected_sorted
-                    ));
-                }
+                compare_outputs(turn, &processed.outcome, outputs, r);
             }
             let executed = tools.executed.into_inner().unwrap_or_default();
             replay_keys.extend(executed.into_iter().map(|(_, k)| k));
@@ -427,39 +485,66 @@ pub async fn check(ev: &Evidence<'_>) -> CheckReport {
             r.state_mismatches.push(format!("{key}: {f}"));
             continue;
         }
-        let Some(first) = list.first() else { continue };
-        let expected = crate::pipeline::load_state(&store, first)
-            .await
-            .map(|(s, _)| s)
-            .unwrap_or_default();
-        match ev.states.get(key) {
-            None | Some(None) => r.state_mismatches.push(format!(
-                "{key}: no stored state, {} turns replayed",
-                list.len()
-            )),
-            Some(Some(actual)) => {
-                let (a, b) = (comparable(actual), comparable(&expected));
-                if a != b {
-                    r.state_mismatches
-                        .push(format!("{key}: {}", first_difference(&a, &b, "")));
-                }
+        compare_state(ev, key, list, &store, r).await;
+    }
+    replay_keys
+}
+
+/// Exactly one reply set: the committed replies and events of this turn are the replay's, id
+/// for id, and the reply text is the replay's.
+fn compare_outputs(turn: &Turn, outcome: &TurnOutcome, outputs: &Outputs<'_>, r: &mut CheckReport) {
+    let mut expected: Vec<OutputCopy> = encode_outputs(turn, outcome, 0)
+        .iter()
+        .map(|o| {
+            let v: Value = serde_json::from_slice(&o.payload).unwrap_or_default();
+            let text = (o.kind == "reply")
+                .then(|| v.get("text").and_then(Value::as_str).map(str::to_owned))
+                .flatten();
+            (o.output_id.clone(), text)
+        })
+        .collect();
+    let mut actual = outputs
+        .outputs_of
+        .get(turn.turn_id.as_str())
+        .cloned()
+        .unwrap_or_default();
+    actual.sort();
+    actual.dedup();
+    expected.sort();
+    if actual != expected {
+        r.output_mismatches.push(format!(
+            "turn {}: committed {:?}, the serial replay gives {:?}",
+            turn.turn_id, actual, expected
+        ));
+    }
+}
+
+/// The conversation's stored state equals the replay's final state.
+async fn compare_state(
+    ev: &Evidence<'_>,
+    key: &str,
+    list: &[&Turn],
+    store: &InMemoryCheckpointStore,
+    r: &mut CheckReport,
+) {
+    let Some(first) = list.first() else { return };
+    let expected = crate::pipeline::load_state(store, first)
+        .await
+        .map(|(s, _)| s)
+        .unwrap_or_default();
+    match ev.states.get(key) {
+        None | Some(None) => r.state_mismatches.push(format!(
+            "{key}: no stored state, {} turns replayed",
+            list.len()
+        )),
+        Some(Some(actual)) => {
+            let (a, b) = (comparable(actual), comparable(&expected));
+            if a != b {
+                r.state_mismatches
+                    .push(format!("{key}: {}", first_difference(&a, &b, "")));
             }
         }
     }
-    for k in actual_keys.iter().filter(|k| !replay_keys.contains(**k)) {
-        r.tool_mismatches.push(format!(
-            "key {k} executed, but the serial replay never executes it"
-        ));
-    }
-    for k in replay_keys
-        .iter()
-        .filter(|k| !actual_keys.contains(k.as_str()))
-    {
-        r.tool_mismatches.push(format!(
-            "key {k} executed by the serial replay, but never by the run"
-        ));
-    }
-    r
 }
 
 /// The transaction-relevant projection of a state: everything but evidence records and their

@@ -7,35 +7,25 @@
 //! Every decision is deterministic from the turn: the model server answers each turn from a
 //! per-turn script (recorded here and handed to the checker's serial replay), the tool server
 //! answers every execution with its default result.
+//!
+//! The parts: [`workload`] (the generated traffic: scripted turns, model faults, hostile records)
+//! and [`harness`] (one run's topics, servers, store and worker processes, and the evidence it
+//! hands the checker).
+
+mod harness;
+mod workload;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::Message;
-use rdkafka::producer::FutureRecord;
-use rdkafka::{Offset, TopicPartitionList};
-use serde_json::{json, Value};
-use tokio::runtime::Runtime;
-
-use super::checker::{self, CheckReport, Evidence, InboundCopy};
+use self::harness::Harness;
+use super::checker::CheckReport;
 use super::Rng;
-use crate::config::agents::load_catalog;
-use crate::config::settings::settings_from_env;
-use crate::domain::turn::Identity;
-use crate::message::{DecodeLimits, Topics};
-use crate::model::scripted::ModelScript;
-use crate::pipeline::decode_record;
-use crate::store::cql::{CqlConfig, ScyllaCheckpointStore};
-use crate::testkit::bus::{self, OutputReader};
-use crate::testkit::model_server::ModelServer;
-use crate::testkit::tool_server::{ToolAction, ToolServer};
-use crate::testkit::worker_process::{self, WorkerEnv};
+use crate::clock::now_ms;
+use crate::testkit::tool_server::ToolAction;
 
 pub const KEYSPACE: &str = "turnstile_chaos";
 /// The agents file the run's config is derived from: the same, but the assistant serves only the
@@ -170,6 +160,16 @@ impl FaultReport {
     }
 }
 
+/// What the fault injection did, for the report.
+#[derive(Default)]
+struct Injected {
+    kills: usize,
+    restarts: usize,
+    tool_bursts: usize,
+    /// After a service restart: how long until the next turn was answered.
+    resumed_after: Option<Duration>,
+}
+
 /// Runs one scenario end to end. `Err` is a setup problem (services unreachable).
 pub fn run_fault(fault: Fault, plan: &Plan) -> Result<FaultReport, String> {
     let started = Instant::now();
@@ -184,9 +184,6 @@ pub fn run_fault(fault: Fault, plan: &Plan) -> Result<FaultReport, String> {
         h.log_dir.display()
     );
     let mut rng = Rng::new(plan.seed ^ 0x9e37_79b9_7f4a_7c15);
-    let mut kills = 0;
-    let mut restarts = 0;
-    let mut tool_bursts = 0;
     h.spawn(0, None)?;
     let planned = match fault {
         Fault::Sigkill => Duration::from_millis(2_500 * plan.cycles as u64),
@@ -195,112 +192,15 @@ pub fn run_fault(fault: Fault, plan: &Plan) -> Result<FaultReport, String> {
         // Production goes on through the whole outage and 30 s past it: an outage under load.
         _ => Duration::from_secs(30 + plan.outage_secs),
     };
-    let mut resumed_after = None;
     h.start_producing(planned);
+    let mut injected = Injected::default();
     match fault {
-        Fault::Sigkill => {
-            for cycle in 0..plan.cycles {
-                // Odd cycles abort right after a checkpoint save, before its commit (the
-                // narrowest window); even ones SIGKILL at a random moment.
-                if cycle % 2 == 1 {
-                    h.kill(0);
-                    let n = 1 + rng.below(30);
-                    h.spawn(0, Some(n))?;
-                    let until = Instant::now() + Duration::from_secs(20);
-                    while Instant::now() < until && h.alive(0) {
-                        std::thread::sleep(Duration::from_millis(50));
-                    }
-                    kills += 1;
-                    h.kill(0);
-                    h.spawn(0, None)?;
-                } else {
-                    std::thread::sleep(Duration::from_millis(500 + rng.below(3_500) as u64));
-                    h.kill(0);
-                    kills += 1;
-                    h.spawn(0, None)?;
-                }
-                eprintln!("  cycle {}/{}: killed", cycle + 1, plan.cycles);
-            }
-        }
-        Fault::Rebalance => {
-            std::thread::sleep(Duration::from_secs(8));
-            for w in 1..plan.peak_workers.max(2) {
-                h.spawn(w, None)?;
-            }
-            eprintln!("  scaled 1 -> {}", plan.peak_workers.max(2));
-            std::thread::sleep(Duration::from_secs(15));
-            for w in 1..plan.peak_workers.max(2) {
-                h.stop(w);
-            }
-            eprintln!("  scaled {} -> 1", plan.peak_workers.max(2));
-            restarts += 2;
-        }
+        Fault::Sigkill => inject_kills(&mut h, plan, &mut rng, &mut injected)?,
+        Fault::Rebalance => inject_rebalance(&mut h, plan, &mut injected)?,
         Fault::KafkaRestart | Fault::CassandraRestart => {
-            std::thread::sleep(Duration::from_secs(5 + rng.below(10) as u64));
-            let which = if fault == Fault::KafkaRestart {
-                "kafka"
-            } else {
-                "cassandra"
-            };
-            eprintln!("  restarting {which} (down {} s)", plan.outage_secs);
-            let down = plan.outage_secs.to_string();
-            let status = Command::new("bash")
-                .args([
-                    "scripts/services.sh",
-                    "restart",
-                    "--down-secs",
-                    &down,
-                    which,
-                ])
-                .stdout(Stdio::null())
-                .status()
-                .map_err(|e| format!("scripts/services.sh restart {which}: {e}"))?;
-            if !status.success() {
-                return Err(format!("scripts/services.sh restart {which}: {status}"));
-            }
-            restarts += 1;
-            resumed_after = h.time_to_next_answer(Duration::from_secs(300));
-            if let Some(t) = resumed_after {
-                eprintln!(
-                    "  {which} back; the next turn was answered {:.1} s later",
-                    t.as_secs_f64()
-                );
-            }
+            inject_restart(&mut h, fault, plan, &mut rng, &mut injected)?;
         }
-        Fault::Tool503 => {
-            // Bursts of two 503s, fewer than the gateway's three attempts. A new burst on a tool
-            // only once the last one was consumed more than 2 s ago (longer than the retry
-            // backoff), so no execution ever sees three in a row: every execution still happens,
-            // and the serial replay (tools always succeed) stays the right reference.
-            let mut injected: HashMap<&str, usize> = HashMap::new();
-            // Until the last record is produced, so bursts hit the whole run.
-            while !h.producing_done.load(Ordering::SeqCst) {
-                std::thread::sleep(Duration::from_millis(100 + rng.below(400) as u64));
-                let tool = if rng.below(2) == 0 {
-                    "retail_order_cancel"
-                } else {
-                    "billing_show_bill"
-                };
-                let calls = h.tools.calls();
-                let failed: Vec<i64> = calls
-                    .iter()
-                    .filter(|c| {
-                        c.tool == tool && c.action == ToolAction::Execute && c.status == Some(503)
-                    })
-                    .map(|c| c.at_ms)
-                    .collect();
-                let done = injected.get(tool).copied().unwrap_or(0);
-                let quiet = failed
-                    .iter()
-                    .max()
-                    .is_none_or(|last| now_ms() - last > 2_000);
-                if failed.len() >= done * 2 && quiet {
-                    h.tools.fail_next(tool, 2, 503);
-                    *injected.entry(tool).or_default() += 1;
-                    tool_bursts += 1;
-                }
-            }
-        }
+        Fault::Tool503 => inject_tool_bursts(&h, &mut rng, &mut injected),
         Fault::ModelFaults | Fault::Hostile => {}
     }
     // Whatever happened, one healthy worker finishes the work.
@@ -309,726 +209,130 @@ pub fn run_fault(fault: Fault, plan: &Plan) -> Result<FaultReport, String> {
         h.spawn(0, None)?;
     }
     h.wait_until_answered();
-    let mut report = h.finish(fault, plan, started, kills, restarts, tool_bursts);
-    report.resumed_after = resumed_after;
-    Ok(report)
+    Ok(h.finish(fault, started, &injected))
 }
 
-/// A record to produce: key and payload, either absent.
-type RawRecord = (Option<Vec<u8>>, Option<Vec<u8>>);
-
-/// The generated traffic.
-struct Workload {
-    /// (key, payload) in production order; hostile records interleaved.
-    records: Vec<RawRecord>,
-    valid: usize,
-    hostile: Vec<usize>,
-    scripts: HashMap<String, ModelScript>,
-    model_faulted: usize,
-    identities: Vec<Identity>,
-    rounds: usize,
-}
-
-fn script(v: Value) -> ModelScript {
-    serde_json::from_value(v).unwrap_or_default()
-}
-
-impl Workload {
-    fn generate(fault: Fault, plan: &Plan, run: &str) -> Workload {
-        let mut rng = Rng::new(plan.seed);
-        let conversations = plan.conversations.max(1);
-        let rounds = plan.turns.div_ceil(conversations).max(1);
-        let identities: Vec<Identity> = (0..conversations)
-            .map(|c| Identity {
-                tenant_id: TENANT.into(),
-                agent_id: AGENT.into(),
-                session_id: format!("chaos-{run}-{c}"),
-            })
-            .collect();
-        let hostile_total = if fault == Fault::Hostile {
-            plan.hostile
-        } else {
-            0
-        };
-        let valid_total = rounds * conversations;
-        let mut records = Vec::with_capacity(valid_total + hostile_total);
-        let mut hostile = Vec::new();
-        let mut scripts = HashMap::new();
-        let mut model_faulted = 0;
-        let mut burst_left = 0;
-        for round in 0..rounds {
-            for (c, id) in identities.iter().enumerate() {
-                let turn_id = format!("t-{run}-{c}-{round}");
-                let (text, mut s) = match round % 4 {
-                    0 => (
-                        "cancel my order".to_owned(),
-                        script(json!({
-                            "classifier": {"decision": "ROUTE", "confidence": 0.96},
-                            "router": {"agent": "retail", "intent": "retail_order_cancel", "confidence": 0.95}
-                        })),
-                    ),
-                    1 => (format!("PED-{}", 1000 + c), ModelScript::default()),
-                    2 => ("yes".to_owned(), ModelScript::default()),
-                    _ => (
-                        "show my bill".to_owned(),
-                        script(json!({
-                            "classifier": {"decision": "ROUTE", "confidence": 0.96},
-                            "router": {"agent": "billing", "intent": "billing_show_bill", "confidence": 0.95}
-                        })),
-                    ),
-                };
-                if fault == Fault::ModelFaults && s.classifier.is_some() {
-                    if burst_left == 0 && rng.below(10) == 0 {
-                        burst_left = 1 + rng.below(8);
-                    }
-                    if burst_left > 0 {
-                        burst_left -= 1;
-                        model_faulted += 1;
-                        // Timeouts are slow (the profile's timeout per attempt): fewer of them.
-                        let word = match rng.below(10) {
-                            0 => "timeout",
-                            1..=5 => "error",
-                            _ => "invalid_json",
-                        };
-                        s = if rng.below(2) == 0 {
-                            script(json!({"classifier": word}))
-                        } else {
-                            script(json!({
-                                "classifier": {"decision": "ROUTE", "confidence": 0.96},
-                                "router": word
-                            }))
-                        };
-                    }
-                }
-                let at = bus_time(EPOCH_MS + (round as i64) * 1_000 + c as i64);
-                let payload = bus::turn_json(
-                    TENANT,
-                    AGENT,
-                    &id.session_id,
-                    &turn_id,
-                    Some(&text),
-                    None,
-                    "en",
-                    Some(&at),
-                );
-                scripts.insert(turn_id, s);
-                records.push((Some(id.key().into_bytes()), Some(payload)));
-                // Hostile records, spread evenly, on the keys of real conversations.
-                let due = hostile_total * records.len() / (valid_total + hostile_total).max(1);
-                while hostile.len() < hostile_total && hostile.len() <= due {
-                    let victim = &identities[rng.below(conversations)];
-                    hostile.push(records.len());
-                    records.push(hostile_record(&mut rng, victim, run, hostile.len()));
-                }
+/// `plan.cycles` kills of worker 0, each followed by a restart.
+fn inject_kills(
+    h: &mut Harness,
+    plan: &Plan,
+    rng: &mut Rng,
+    injected: &mut Injected,
+) -> Result<(), String> {
+    for cycle in 0..plan.cycles {
+        // Odd cycles abort right after a checkpoint save, before its commit (the
+        // narrowest window); even ones SIGKILL at a random moment.
+        if cycle % 2 == 1 {
+            h.kill(0);
+            let n = 1 + rng.below(30);
+            h.spawn(0, Some(n))?;
+            let until = Instant::now() + Duration::from_secs(20);
+            while Instant::now() < until && h.alive(0) {
+                std::thread::sleep(Duration::from_millis(50));
             }
+            injected.kills += 1;
+            h.kill(0);
+            h.spawn(0, None)?;
+        } else {
+            std::thread::sleep(Duration::from_millis(500 + rng.below(3_500) as u64));
+            h.kill(0);
+            injected.kills += 1;
+            h.spawn(0, None)?;
         }
-        while hostile.len() < hostile_total {
-            let victim = &identities[rng.below(conversations)];
-            hostile.push(records.len());
-            records.push(hostile_record(&mut rng, victim, run, hostile.len()));
-        }
-        Workload {
-            records,
-            valid: valid_total,
-            hostile,
-            scripts,
-            model_faulted,
-            identities,
-            rounds,
-        }
+        eprintln!("  cycle {}/{}: killed", cycle + 1, plan.cycles);
     }
+    Ok(())
 }
 
-use crate::clock::now_ms;
-
-fn bus_time(ms: i64) -> String {
-    crate::message::format_rfc3339_ms(ms)
+/// Scales the group from one worker to `plan.peak_workers` and back.
+fn inject_rebalance(h: &mut Harness, plan: &Plan, injected: &mut Injected) -> Result<(), String> {
+    std::thread::sleep(Duration::from_secs(8));
+    for w in 1..plan.peak_workers.max(2) {
+        h.spawn(w, None)?;
+    }
+    eprintln!("  scaled 1 -> {}", plan.peak_workers.max(2));
+    std::thread::sleep(Duration::from_secs(15));
+    for w in 1..plan.peak_workers.max(2) {
+        h.stop(w);
+    }
+    eprintln!("  scaled {} -> 1", plan.peak_workers.max(2));
+    injected.restarts += 2;
+    Ok(())
 }
 
-/// One record the worker must refuse: malformed JSON, wrong types, a huge payload, invalid
-/// UTF-8, an unknown assistant, a key that is not the body's identity, a tombstone, a missing
-/// field, an unknown schema version.
-fn hostile_record(rng: &mut Rng, victim: &Identity, run: &str, n: usize) -> RawRecord {
-    let key = Some(victim.key().into_bytes());
-    let body = |v: Value| Some(serde_json::to_vec(&v).unwrap_or_default());
-    let base = || {
-        json!({
-            "turn_id": format!("h-{run}-{n}"),
-            "tenant_id": victim.tenant_id,
-            "agent_id": victim.agent_id,
-            "session_id": victim.session_id,
-            "locale": "en",
-            "text": "cancel my order",
-        })
+/// Takes Kafka or Cassandra down for `plan.outage_secs` and measures how long the next answer
+/// takes once it is back.
+fn inject_restart(
+    h: &mut Harness,
+    fault: Fault,
+    plan: &Plan,
+    rng: &mut Rng,
+    injected: &mut Injected,
+) -> Result<(), String> {
+    std::thread::sleep(Duration::from_secs(5 + rng.below(10) as u64));
+    let which = if fault == Fault::KafkaRestart {
+        "kafka"
+    } else {
+        "cassandra"
     };
-    match rng.below(22) {
-        0..=2 => (key, Some(b"{\"turn_id\": \"x\", \"text\": ".to_vec())),
-        3..=5 => {
-            let mut v = base();
-            v["turn_id"] = json!(12345);
-            v["text"] = json!(["not", "text"]);
-            (key, body(v))
-        }
-        6 => {
-            let mut v = base();
-            v["text"] = json!("x".repeat(70_000));
-            (key, body(v))
-        }
-        7..=9 => {
-            let mut bytes = serde_json::to_vec(&base()).unwrap_or_default();
-            let at = bytes.len() / 2;
-            bytes.splice(at..at, [0xff, 0xfe, 0xc3]);
-            (key, Some(bytes))
-        }
-        10..=12 => {
-            let mut v = base();
-            v["agent_id"] = json!("no-such-assistant");
-            let k = format!(
-                "{}/no-such-assistant/{}",
-                victim.tenant_id, victim.session_id
-            );
-            (Some(k.into_bytes()), body(v))
-        }
-        13..=15 => {
-            let k = format!("{}/{}/someone-else", victim.tenant_id, victim.agent_id);
-            (Some(k.into_bytes()), body(base()))
-        }
-        16 => (key, None),
-        17 => {
-            let mut v = base();
-            if let Some(o) = v.as_object_mut() {
-                o.remove("session_id");
-            }
-            (key, body(v))
-        }
-        18 => {
-            let mut v = base();
-            v["schema"] = json!("turnstile.turn.v9");
-            (key, body(v))
-        }
-        19 | 20 => {
-            let mut v = base();
-            v["tenant_id"] = json!("evil-corp");
-            let k = format!("evil-corp/{}/{}", victim.agent_id, victim.session_id);
-            (Some(k.into_bytes()), body(v))
-        }
-        _ => (key, Some(vec![0x00, 0x01, 0x02, 0x80, 0x81])),
+    eprintln!("  restarting {which} (down {} s)", plan.outage_secs);
+    let down = plan.outage_secs.to_string();
+    let status = Command::new("bash")
+        .args([
+            "scripts/services.sh",
+            "restart",
+            "--down-secs",
+            &down,
+            which,
+        ])
+        .stdout(Stdio::null())
+        .status()
+        .map_err(|e| format!("scripts/services.sh restart {which}: {e}"))?;
+    if !status.success() {
+        return Err(format!("scripts/services.sh restart {which}: {status}"));
     }
-}
-
-struct Worker {
-    child: Option<Child>,
-    instance: String,
-}
-
-struct Harness {
-    id: String,
-    brokers: String,
-    topics: Topics,
-    group_id: String,
-    exe: PathBuf,
-    log_dir: PathBuf,
-    env: Vec<(String, String)>,
-    workers: Vec<Worker>,
-    workload: Arc<Workload>,
-    model: ModelServer,
-    tools: ToolServer,
-    store: ScyllaCheckpointStore,
-    producing_done: Arc<AtomicBool>,
-    produced: Arc<AtomicUsize>,
-    produce_error: Arc<std::sync::Mutex<Option<String>>>,
-    reader: OutputReader,
-    catalog: crate::domain::catalog::Catalog,
-    /// A failed run keeps its topics for inspection.
-    keep_topics: bool,
-    /// Last: the servers and the store session run on it.
-    rt: Runtime,
-}
-
-impl Harness {
-    fn start(fault: Fault, plan: &Plan) -> Result<Harness, String> {
-        let id = bus::unique_suffix();
-        let brokers = bus::brokers();
-        let contact = crate::testkit::cql::contact();
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .map_err(|e| format!("cannot start the async runtime: {e}"))?;
-        let cql = CqlConfig {
-            contact_points: contact.split(',').map(|s| s.trim().to_owned()).collect(),
-            keyspace: KEYSPACE.into(),
-            ..CqlConfig::default()
-        };
-        let store = rt
-            .block_on(async {
-                ScyllaCheckpointStore::migrate(&cql).await?;
-                ScyllaCheckpointStore::connect(&cql).await
-            })
-            .map_err(|e| {
-                format!("the CQL store at {contact} is unreachable: {e} (run `bash scripts/services.sh up`)")
-            })?;
-        let topics = Topics {
-            inbound: format!("turnstile-chaos.{id}.turns"),
-            replies: format!("turnstile-chaos.{id}.replies"),
-            events: format!("turnstile-chaos.{id}.events"),
-            dead_letters: format!("turnstile-chaos.{id}.dead-letters"),
-        };
-        rt.block_on(bus::create_topics(&brokers, &topics, INBOUND_PARTITIONS))?;
-        let model = rt
-            .block_on(ModelServer::try_start())
-            .map_err(|e| format!("cannot start the model test server: {e}"))?;
-        let tools = rt
-            .block_on(ToolServer::start())
-            .map_err(|e| format!("cannot start the tool test server: {e}"))?;
-        // Longer than every profile's timeout, so a scripted timeout is a timeout.
-        model.set_timeout_delay(Duration::from_secs(10));
-        let workload = Workload::generate(fault, plan, &id);
-        for (turn_id, s) in &workload.scripts {
-            model.set_turn_script(turn_id, s);
-        }
-        let log_dir = Path::new(LOG_ROOT).join(format!("{}-{id}", fault.name()));
-        std::fs::create_dir_all(&log_dir)
-            .map_err(|e| format!("cannot create {}: {e}", log_dir.display()))?;
-        let exe = worker_process::snapshot_binary(&log_dir)?;
-        let example = std::fs::read_to_string(CONFIG).map_err(|e| format!("{CONFIG}: {e}"))?;
-        if !example.contains(SERVE_ALL) {
-            return Err(format!("{CONFIG} has no `{SERVE_ALL}` rule to restrict"));
-        }
-        let config_path = log_dir.join("agents.yaml");
-        std::fs::write(
-            &config_path,
-            example.replace(
-                SERVE_ALL,
-                &format!(r#"- {{tenant: "{TENANT}", tools: "*"}}"#),
-            ),
-        )
-        .map_err(|e| format!("{}: {e}", config_path.display()))?;
-        let catalog =
-            load_catalog(&config_path).map_err(|e| format!("{}: {e}", config_path.display()))?;
-        let group_id = format!("turnstile-chaos-{id}");
-        let env = WorkerEnv {
-            log_filter: std::env::var("RUST_LOG")
-                .unwrap_or_else(|_| "warn,turnstile::worker::consumer=info".into()),
-            config: config_path.clone(),
-            profiles: PathBuf::from(PROFILES),
-            brokers: brokers.clone(),
-            group_id: group_id.clone(),
-            topics: topics.clone(),
-            keyspace: KEYSPACE.to_owned(),
-            cql_contact: contact.clone(),
-            model_base_url: model.base_url(),
-            tools_base_url: tools.base_url(),
-            session_timeout_ms: 6000,
-            drain_budget_ms: 2000,
-            commit_interval_ms: Some(50),
-        }
-        .vars()?;
-        let reader = OutputReader::new(
-            &brokers,
-            &[&topics.replies, &topics.events, &topics.dead_letters],
-        )?;
-        Ok(Harness {
-            workers: Vec::new(),
-            workload: Arc::new(workload),
-            producing_done: Arc::new(AtomicBool::new(false)),
-            produced: Arc::new(AtomicUsize::new(0)),
-            produce_error: Arc::new(std::sync::Mutex::new(None)),
-            id,
-            brokers,
-            topics,
-            group_id,
-            exe,
-            log_dir,
-            env,
-            model,
-            tools,
-            store,
-            reader,
-            catalog,
-            keep_topics: false,
-            rt,
-        })
-    }
-
-    /// Produces the workload in rounds spread over `over`, in the background.
-    fn start_producing(&self, over: Duration) {
-        let workload = self.workload.clone();
-        let brokers = self.brokers.clone();
-        let topic = self.topics.inbound.clone();
-        let done = self.producing_done.clone();
-        let produced = self.produced.clone();
-        let error = self.produce_error.clone();
-        self.rt.spawn(async move {
-            let producer = match bus::turn_producer(&brokers) {
-                Ok(p) => p,
-                Err(e) => {
-                    *error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
-                    done.store(true, Ordering::SeqCst);
-                    return;
-                }
-            };
-            let batches = workload.rounds.max(1);
-            let per_batch = workload.records.len().div_ceil(batches);
-            let pause = over / batches as u32;
-            for chunk in workload.records.chunks(per_batch.max(1)) {
-                let mut pending = Vec::with_capacity(chunk.len());
-                for (key, payload) in chunk {
-                    let mut record: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(&topic);
-                    if let Some(k) = key {
-                        record = record.key(k.as_slice());
-                    }
-                    if let Some(p) = payload {
-                        record = record.payload(p.as_slice());
-                    }
-                    pending.push(producer.send(record, Duration::from_secs(300)));
-                }
-                for r in futures_join(pending).await {
-                    match r {
-                        Ok(_) => {
-                            produced.fetch_add(1, Ordering::SeqCst);
-                        }
-                        Err(e) => {
-                            *error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
-                        }
-                    }
-                }
-                tokio::time::sleep(pause).await;
-            }
-            done.store(true, Ordering::SeqCst);
-        });
-    }
-
-    fn spawn(&mut self, w: usize, abort_after_saves: Option<usize>) -> Result<(), String> {
-        while self.workers.len() <= w {
-            let n = self.workers.len();
-            self.workers.push(Worker {
-                child: None,
-                instance: format!("chaos-{}-w{n}", self.id),
-            });
-        }
-        let port = worker_process::free_port()?;
-        let log_path = self.log_dir.join(format!("worker-{w}.log"));
-        let mut env = self.env.clone();
-        env.push(("TURNSTILE_LISTEN".into(), format!("127.0.0.1:{port}")));
-        env.push((
-            "TURNSTILE_INSTANCE_ID".into(),
-            self.workers[w].instance.clone(),
-        ));
-        if let Some(n) = abort_after_saves {
-            env.push(("TURNSTILE_FAULT_ABORT_AFTER_SAVES".into(), n.to_string()));
-        }
-        let banner = format!(
-            "chaos: starting worker {w} on port {port} (abort after saves: {abort_after_saves:?})"
+    injected.restarts += 1;
+    injected.resumed_after = h.time_to_next_answer(Duration::from_secs(300));
+    if let Some(t) = injected.resumed_after {
+        eprintln!(
+            "  {which} back; the next turn was answered {:.1} s later",
+            t.as_secs_f64()
         );
-        let child = worker_process::spawn(&self.exe, &env, &log_path, &banner)?;
-        self.workers[w].child = Some(child);
-        Ok(())
     }
+    Ok(())
+}
 
-    fn alive(&mut self, w: usize) -> bool {
-        match self.workers.get_mut(w).and_then(|x| x.child.as_mut()) {
-            Some(c) => matches!(c.try_wait(), Ok(None)),
-            None => false,
-        }
-    }
-
-    /// SIGKILL and reap.
-    fn kill(&mut self, w: usize) {
-        if let Some(mut child) = self.workers.get_mut(w).and_then(|x| x.child.take()) {
-            worker_process::kill(&mut child);
-        }
-    }
-
-    /// SIGTERM (drain, leave the group), SIGKILL after 15 s.
-    fn stop(&mut self, w: usize) {
-        if let Some(mut child) = self.workers.get_mut(w).and_then(|x| x.child.take()) {
-            worker_process::terminate(&mut child, Duration::from_secs(15));
-        }
-    }
-
-    /// Distinct inbound records answered so far: turns with a reply, records with a dead letter.
-    fn answered(&self) -> usize {
-        let mut turns = std::collections::HashSet::new();
-        let mut dead = std::collections::HashSet::new();
-        for m in &self.reader.seen {
-            if m.topic == self.topics.dead_letters {
-                let original = m.payload.get("original");
-                let field = |k: &str| original.and_then(|o| o.get(k)).and_then(Value::as_i64);
-                dead.insert((field("partition"), field("offset")));
-            } else if m.topic == self.topics.replies {
-                if let Some(t) = m.turn_id.as_deref() {
-                    turns.insert(t.to_owned());
-                }
-            }
-        }
-        turns.len() + dead.len()
-    }
-
-    /// How long until one more record is answered than now (`None` past `limit`).
-    fn time_to_next_answer(&mut self, limit: Duration) -> Option<Duration> {
-        let from = Instant::now();
-        let before = self.answered();
-        while from.elapsed() < limit {
-            self.reader.poll_for(Duration::from_millis(100));
-            if self.answered() > before {
-                return Some(from.elapsed());
-            }
-        }
-        None
-    }
-
-    /// Waits until every produced record is answered, or nothing new arrives for a while; keeps
-    /// a crashed worker 0 running (a worker that exits on its own is restarted, and counted).
-    fn wait_until_answered(&mut self) {
-        let total = self.workload.records.len();
-        let mut last = 0;
-        let mut last_change = Instant::now();
-        loop {
-            self.reader.poll_for(Duration::from_millis(500));
-            let n = self.answered();
-            if n != last {
-                last = n;
-                last_change = Instant::now();
-            }
-            let done = self.producing_done.load(Ordering::SeqCst);
-            if done && n >= total {
-                break;
-            }
-            if last_change.elapsed() > STALL_TIMEOUT {
-                eprintln!(
-                    "  no progress for {} s ({n}/{total} answered); checking what there is",
-                    STALL_TIMEOUT.as_secs()
-                );
-                break;
-            }
-            if !self.alive(0) {
-                eprintln!("  worker 0 exited on its own; restarting it");
-                self.kill(0);
-                if let Err(e) = self.spawn(0, None) {
-                    eprintln!("  {e}");
-                    break;
-                }
-            }
-        }
-    }
-
-    fn finish(
-        mut self,
-        fault: Fault,
-        plan: &Plan,
-        started: Instant,
-        kills: usize,
-        restarts: usize,
-        tool_bursts: usize,
-    ) -> FaultReport {
-        for w in 0..self.workers.len() {
-            self.stop(w);
-        }
-        // Read the outputs until nothing new arrives for 3 s.
-        let mut quiet = Instant::now();
-        while quiet.elapsed() < Duration::from_secs(3) {
-            if self.reader.poll_for(Duration::from_millis(500)) > 0 {
-                quiet = Instant::now();
-            }
-        }
-        let inbound = read_inbound(&self.brokers, &self.topics.inbound).unwrap_or_else(|e| {
-            eprintln!("  cannot read the inbound topic: {e}");
-            Vec::new()
-        });
-        if let Some(e) = self
-            .produce_error
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-        {
-            eprintln!("  a produce failed: {e}");
-        }
-        let mut states = HashMap::new();
-        for id in &self.workload.identities {
-            let row = self.rt.block_on(self.store.load_row(id));
-            let state = match row {
-                Ok(Some(r)) => decode_record(&r.state, r.in_flight.as_deref())
-                    .ok()
-                    .map(|(s, _)| s),
-                _ => None,
-            };
-            states.insert(id.key(), state);
-        }
-        let catalog = self.catalog.clone();
-        let settings = settings_from_env(|_| None).unwrap_or_default();
-        let executions = self.tools.executions();
-        let evidence = Evidence {
-            inbound_topic: &self.topics.inbound,
-            replies_topic: &self.topics.replies,
-            events_topic: &self.topics.events,
-            dead_letters_topic: &self.topics.dead_letters,
-            inbound: &inbound,
-            outputs: &self.reader.seen,
-            executions: &executions,
-            states: &states,
-            model_scripts: &self.workload.scripts,
-            limits: DecodeLimits::default(),
-            catalog: &catalog,
-            settings: &settings,
-        };
-        let mut check = self.rt.block_on(checker::check(&evidence));
-        let valid = self.workload.valid;
-        // The generator knows what it produced: the decoder must agree on both counts.
-        if check.valid_turns != valid {
-            check.lost.push(format!(
-                "the inbound topic holds {} valid turns, the workload produced {valid}",
-                check.valid_turns
-            ));
-        }
-        if check.refused_records != self.workload.hostile.len() {
-            check.not_dead_lettered.push(format!(
-                "the decoder refuses {} inbound records, the workload produced {} hostile ones",
-                check.refused_records,
-                self.workload.hostile.len()
-            ));
-        }
-        let assignments = (0..self.workers.len())
-            .map(|w| {
-                let text = std::fs::read_to_string(self.log_dir.join(format!("worker-{w}.log")))
-                    .unwrap_or_default();
-                text.matches("Partitions assigned").count()
-            })
-            .collect::<Vec<_>>();
-        eprintln!("  partition assignments per worker (from the logs): {assignments:?}");
-        if !check.dead_letter_reasons.is_empty() {
-            eprintln!("  dead letters by reason: {:?}", check.dead_letter_reasons);
-        }
-        // Real work: every valid turn answered; tools executed about twice per four turns (fewer
-        // when model faults stop some transactions from starting).
-        let min_executions = if fault == Fault::ModelFaults {
-            valid / 8
+/// Bursts of two 503s, fewer than the gateway's three attempts. A new burst on a tool only once
+/// the last one was consumed more than 2 s ago (longer than the retry backoff), so no execution
+/// ever sees three in a row: every execution still happens, and the serial replay (tools always
+/// succeed) stays the right reference.
+fn inject_tool_bursts(h: &Harness, rng: &mut Rng, injected: &mut Injected) {
+    let mut bursts: HashMap<&str, usize> = HashMap::new();
+    // Until the last record is produced, so bursts hit the whole run.
+    while !h.producing_done.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(100 + rng.below(400) as u64));
+        let tool = if rng.below(2) == 0 {
+            "retail_order_cancel"
         } else {
-            valid / 4
+            "billing_show_bill"
         };
-        let _ = plan;
-        self.keep_topics = !check.passed(valid, min_executions.max(1));
-        FaultReport {
-            fault,
-            run_id: self.id.clone(),
-            produced_valid: valid,
-            produced_hostile: self.workload.hostile.len(),
-            model_faulted_turns: self.workload.model_faulted,
-            tool_bursts,
-            model_requests: self.model.requests().len(),
-            kills,
-            restarts,
-            resumed_after: None,
-            wall: started.elapsed(),
-            check,
-            min_replies: valid,
-            min_executions: min_executions.max(1),
-            log_dir: self.log_dir.clone(),
-        }
-    }
-}
-
-impl Drop for Harness {
-    fn drop(&mut self) {
-        for w in 0..self.workers.len() {
-            self.kill(w);
-        }
-        // The binary's hard link would keep an old build alive on disk after the next one.
-        let _ = std::fs::remove_file(&self.exe);
-        if self.keep_topics {
-            eprintln!(
-                "  topics kept for inspection: {}, {}, {}, {}",
-                self.topics.inbound,
-                self.topics.replies,
-                self.topics.events,
-                self.topics.dead_letters
-            );
-            return;
-        }
-        let names = [
-            self.topics.inbound.clone(),
-            self.topics.replies.clone(),
-            self.topics.events.clone(),
-            self.topics.dead_letters.clone(),
-        ];
-        let brokers = self.brokers.clone();
-        self.rt.block_on(async move {
-            let admin: Result<
-                rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext>,
-                _,
-            > = ClientConfig::new()
-                .set("bootstrap.servers", &brokers)
-                .create();
-            if let Ok(admin) = admin {
-                let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-                let _ = admin
-                    .delete_topics(&refs, &rdkafka::admin::AdminOptions::new())
-                    .await;
-            }
-        });
-        let _ = self.group_id.len();
-    }
-}
-
-async fn futures_join<T>(futures: Vec<T>) -> Vec<Result<(), String>>
-where
-    T: std::future::Future<Output = rdkafka::producer::future_producer::OwnedDeliveryResult>,
-{
-    let mut out = Vec::with_capacity(futures.len());
-    for f in futures {
-        out.push(f.await.map(|_| ()).map_err(|(e, _)| e.to_string()));
-    }
-    out
-}
-
-/// Every record of the inbound topic, from the beginning to the high watermark.
-fn read_inbound(brokers: &str, topic: &str) -> Result<Vec<InboundCopy>, String> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .set(
-            "group.id",
-            format!("chaos-inbound-{}", bus::unique_suffix()),
-        )
-        .set("enable.auto.commit", "false")
-        .set("fetch.message.max.bytes", "2097152")
-        .create()
-        .map_err(|e| e.to_string())?;
-    let meta = consumer
-        .fetch_metadata(Some(topic), Duration::from_secs(10))
-        .map_err(|e| e.to_string())?;
-    let mut tpl = TopicPartitionList::new();
-    let mut highs = HashMap::new();
-    for t in meta.topics() {
-        for p in t.partitions() {
-            let (_, high) = consumer
-                .fetch_watermarks(topic, p.id(), Duration::from_secs(10))
-                .map_err(|e| e.to_string())?;
-            highs.insert(p.id(), high);
-            tpl.add_partition_offset(topic, p.id(), Offset::Beginning)
-                .map_err(|e| e.to_string())?;
-        }
-    }
-    consumer.assign(&tpl).map_err(|e| e.to_string())?;
-    let mut out = Vec::new();
-    let mut next: HashMap<i32, i64> = HashMap::new();
-    let until = Instant::now() + Duration::from_secs(120);
-    while Instant::now() < until
-        && highs
+        let calls = h.tools.calls();
+        let failed: Vec<i64> = calls
             .iter()
-            .any(|(p, h)| next.get(p).copied().unwrap_or(0) < *h)
-    {
-        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
-            next.insert(m.partition(), m.offset() + 1);
-            out.push(InboundCopy {
-                partition: m.partition(),
-                offset: m.offset(),
-                key: m.key().map(<[u8]>::to_vec),
-                payload: m.payload().map(<[u8]>::to_vec),
-                timestamp_ms: m.timestamp().to_millis(),
-            });
+            .filter(|c| c.tool == tool && c.action == ToolAction::Execute && c.status == Some(503))
+            .map(|c| c.at_ms)
+            .collect();
+        let done = bursts.get(tool).copied().unwrap_or(0);
+        let quiet = failed
+            .iter()
+            .max()
+            .is_none_or(|last| now_ms() - last > 2_000);
+        if failed.len() >= done * 2 && quiet {
+            h.tools.fail_next(tool, 2, 503);
+            *bursts.entry(tool).or_default() += 1;
+            injected.tool_bursts += 1;
         }
     }
-    Ok(out)
 }
 
 /// The summary table of some reports, one row per fault.

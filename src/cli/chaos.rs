@@ -62,7 +62,8 @@ pub struct Args {
     pub seed: u64,
 }
 
-pub fn run(args: Args) -> u8 {
+/// The run's plan: the preset (`--long`, `--short` or the default), then the explicit counts.
+fn plan(args: &Args) -> Plan {
     let mut plan = if args.long {
         Plan {
             conversations: 300,
@@ -99,6 +100,11 @@ pub fn run(args: Args) -> u8 {
     plan.cycles = args.cycles.unwrap_or(plan.cycles);
     plan.hostile = args.hostile.unwrap_or(plan.hostile);
     plan.peak_workers = args.peak_workers.unwrap_or(plan.peak_workers).max(2);
+    plan
+}
+
+pub fn run(args: Args) -> u8 {
+    let plan = plan(&args);
     let faults: Vec<Fault> = match args.fault {
         FaultArg::All => Fault::ALL.to_vec(),
         FaultArg::Sigkill => vec![Fault::Sigkill],

@@ -20,11 +20,12 @@ use serde_json::json;
 use crate::config::agents::load_catalog;
 use crate::config::profiles::load_profiles;
 use crate::config::settings::settings_from_env;
-use crate::domain::catalog::Catalog;
+use crate::domain::catalog::{Catalog, Settings};
+use crate::domain::decision::ClassifierDecision;
 use crate::domain::effect::{ClassifierRequest, TransactionSummary};
 use crate::domain::locale::Locale;
 use crate::domain::state::{HistoryEntry, Speaker};
-use crate::model::http::OpenAiCompatibleModel;
+use crate::model::http::{OpenAiCompatibleModel, RawAnswer};
 use crate::ports::CallContext;
 
 pub const EXIT_ACCEPTED: u8 = 0;
@@ -108,54 +109,19 @@ pub async fn run(args: Args) -> u8 {
     };
     let profile = &settings.route_stickiness_llm_profile;
     if profiles.get(profile).is_none() {
-        let known: Vec<&str> = profiles.profiles.keys().map(String::as_str).collect();
         return config_error(format!(
             "profile `{profile}` is not defined in {} (fix: pass --profile with one of: {})",
             args.profiles.display(),
-            known.join(", ")
+            profiles.names()
         ));
     }
     let catalog = match load_catalog(&args.config) {
         Ok(c) => c,
         Err(e) => return config_error(format!("invalid configuration:\n{e}")),
     };
-    let locale = match serde_json::from_value::<Locale>(json!(args.locale)) {
-        Ok(l) => l,
-        Err(_) => return config_error(format!("--locale `{}`: use en or pt-BR", args.locale)),
-    };
-    let active_transaction = match args.active_transaction.as_deref() {
-        None => None,
-        Some(text) => match serde_json::from_str::<TransactionSummary>(text) {
-            Ok(t) => Some(t),
-            Err(e) => return config_error(format!("--active-transaction is not a transaction summary: {e} (fix: {{\"agent\":\"retail\",\"tool\":\"retail_order_cancel\",\"status\":\"COLLECTING_PARAMETERS\",\"arguments\":{{}},\"missing_parameters\":[\"order_id\"]}})")),
-        },
-    };
-    let active_agent = args
-        .active_agent
-        .clone()
-        .or_else(|| active_transaction.as_ref().map(|t| t.agent.clone()));
-    if let Some(agent) = &active_agent {
-        if !catalog
-            .assistants
-            .values()
-            .any(|a| a.agents.contains_key(agent))
-        {
-            return config_error(format!(
-                "--active-agent `{agent}` is not a domain agent of {}",
-                args.config.display()
-            ));
-        }
-    }
-    let history = match args.history.as_deref() {
-        None => Vec::new(),
-        Some(text) => match serde_json::from_str::<Vec<HistoryTurnArg>>(text) {
-            Ok(turns) => history_entries(turns, settings.route_stickiness_history_turns),
-            Err(e) => {
-                return config_error(format!(
-                    "--history is not a list of turns: {e} (fix: [{{\"user\":\"...\",\"assistant\":\"...\"}}])"
-                ))
-            }
-        },
+    let request = match classifier_request(&args, &catalog, &settings) {
+        Ok(r) => r,
+        Err(e) => return config_error(e),
     };
     // Only the classifier is called: an empty catalog keeps router/interpreter profiles (and
     // their keys) out of it.
@@ -175,14 +141,6 @@ pub async fn run(args: Args) -> u8 {
     if let Err(e) = model.check_endpoints() {
         return config_error(e);
     }
-    let request = ClassifierRequest {
-        message: args.message.clone(),
-        assistant: String::new(),
-        locale,
-        history,
-        active_agent,
-        active_transaction,
-    };
     let now_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
@@ -196,12 +154,88 @@ pub async fn run(args: Args) -> u8 {
     let raw = model.classify_raw(&request, ctx).await;
     let threshold = settings.route_stickiness_confidence_threshold;
     let latency_ms = u64::try_from(raw.latency.as_millis()).unwrap_or(u64::MAX);
-    // SC-2: the same acceptance rule as the engine ("not below the threshold").
+    let (decision, fallback, cause) = verdict(&raw, threshold);
+    println!(
+        "{}",
+        serde_json::to_string(&decision).unwrap_or_else(|_| "{}".into())
+    );
+    println!("{}", json!({ "latency_ms": latency_ms }));
+    println!("{}", json!({ "fallback": fallback }));
+    if fallback == "none" {
+        return EXIT_ACCEPTED;
+    }
+    eprintln!(
+        "turnstile classify: fallback to ROUTE ({fallback}): {}",
+        cause.unwrap_or_else(|| "no usable answer".into())
+    );
+    EXIT_FALLBACK
+}
+
+/// The classifier request the arguments describe: the message, its locale, the active agent or
+/// transaction (which must exist in the configuration) and the last history turns.
+fn classifier_request(
+    args: &Args,
+    catalog: &Catalog,
+    settings: &Settings,
+) -> Result<ClassifierRequest, String> {
+    let locale = match serde_json::from_value::<Locale>(json!(args.locale)) {
+        Ok(l) => l,
+        Err(_) => return Err(format!("--locale `{}`: use en or pt-BR", args.locale)),
+    };
+    let active_transaction = match args.active_transaction.as_deref() {
+        None => None,
+        Some(text) => match serde_json::from_str::<TransactionSummary>(text) {
+            Ok(t) => Some(t),
+            Err(e) => return Err(format!("--active-transaction is not a transaction summary: {e} (fix: {{\"agent\":\"retail\",\"tool\":\"retail_order_cancel\",\"status\":\"COLLECTING_PARAMETERS\",\"arguments\":{{}},\"missing_parameters\":[\"order_id\"]}})")),
+        },
+    };
+    let active_agent = args
+        .active_agent
+        .clone()
+        .or_else(|| active_transaction.as_ref().map(|t| t.agent.clone()));
+    if let Some(agent) = &active_agent {
+        if !catalog
+            .assistants
+            .values()
+            .any(|a| a.agents.contains_key(agent))
+        {
+            return Err(format!(
+                "--active-agent `{agent}` is not a domain agent of {}",
+                args.config.display()
+            ));
+        }
+    }
+    let history = match args.history.as_deref() {
+        None => Vec::new(),
+        Some(text) => match serde_json::from_str::<Vec<HistoryTurnArg>>(text) {
+            Ok(turns) => history_entries(turns, settings.route_stickiness_history_turns),
+            Err(e) => {
+                return Err(format!(
+                    "--history is not a list of turns: {e} (fix: [{{\"user\":\"...\",\"assistant\":\"...\"}}])"
+                ))
+            }
+        },
+    };
+    Ok(ClassifierRequest {
+        message: args.message.clone(),
+        assistant: String::new(),
+        locale,
+        history,
+        active_agent,
+        active_transaction,
+    })
+}
+/// SC-2: the same acceptance rule as the engine ("not below the threshold"): the decision shown,
+/// the fallback reason (`none` when accepted) and why it fell back.
+fn verdict(
+    raw: &RawAnswer<ClassifierDecision>,
+    threshold: f64,
+) -> (Decision, &'static str, Option<String>) {
     let fallback_decision = Decision {
         decision: "ROUTE",
         confidence: None,
     };
-    let (decision, fallback, cause) = match &raw.answer {
+    match &raw.answer {
         Ok(d) if (0.0..=1.0).contains(&d.confidence) && d.confidence >= threshold => (
             Decision {
                 decision: d.decision.as_str(),
@@ -220,21 +254,7 @@ pub async fn run(args: Args) -> u8 {
             )),
         ),
         Err(f) => (fallback_decision, f.as_str(), raw.cause.clone()),
-    };
-    println!(
-        "{}",
-        serde_json::to_string(&decision).unwrap_or_else(|_| "{}".into())
-    );
-    println!("{}", json!({ "latency_ms": latency_ms }));
-    println!("{}", json!({ "fallback": fallback }));
-    if fallback == "none" {
-        return EXIT_ACCEPTED;
     }
-    eprintln!(
-        "turnstile classify: fallback to ROUTE ({fallback}): {}",
-        cause.unwrap_or_else(|| "no usable answer".into())
-    );
-    EXIT_FALLBACK
 }
 
 /// The last `max_turns` turns as history lines (SC-8).

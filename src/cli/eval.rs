@@ -22,12 +22,17 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::config::agents::load_catalog;
-use crate::config::profiles::{check_profile_references, load_profiles};
+use crate::config::profiles::{check_profile_references, load_profiles, ModelProfile, Provider};
 use crate::config::settings::settings_from_env;
+use crate::domain::catalog::Catalog;
+use crate::domain::decision::RouterDecision;
+use crate::domain::effect::RouterRequest;
 use crate::domain::locale::Locale;
 use crate::eval::clinc150::Clinc150;
 use crate::eval::decisions::{self, parse_examples};
+use crate::eval::intent_benchmark::{self as bench, Decision};
 use crate::eval::recogniser;
+use crate::model::embedding::EmbeddingModel;
 
 pub use super::eval_conversations::ConversationsArgs;
 use super::model_args::{ModelArgs, ModelConcurrency};
@@ -151,183 +156,13 @@ pub fn run(command: Command) -> u8 {
 }
 
 async fn run_clinc150(args: Clinc150Args) -> u8 {
-    use crate::domain::decision::RouterDecision;
-    use crate::domain::effect::RouterRequest;
-    use crate::eval::intent_benchmark::{self as bench, Decision};
-    use crate::model::embedding::EmbeddingModel;
-
     let fail = |m: String| {
         eprintln!("turnstile eval clinc150: {m}");
         EXIT_CONFIG
     };
-    let data = match Clinc150::load(&args.path) {
-        Ok(d) => d,
-        Err(e) => return fail(e.to_string()),
-    };
-    let domains = match &args.domains {
-        None => bench::builtin_domains(),
-        Some(p) => match std::fs::read_to_string(p)
-            .map_err(|e| e.to_string())
-            .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
-        {
-            Ok(d) => d,
-            Err(e) => {
-                return fail(format!(
-                    "cannot read domains from {}: {e} (fix: a JSON object domain → [intents])",
-                    p.display()
-                ))
-            }
-        },
-    };
-    let (train, oos_train, tuning, asked) = match (
-        data.split(&args.path, "train"),
-        data.split(&args.path, "oos_train"),
-        bench::queries(&data, &args.path, "val"),
-        bench::queries(&data, &args.path, &args.split),
-    ) {
-        (Ok(t), Ok(o), Ok(v), Ok(a)) => (t, o, v, a),
-        (Err(e), ..) | (_, Err(e), ..) | (_, _, Err(e), _) | (.., Err(e)) => {
-            return fail(e.to_string())
-        }
-    };
-    let yaml = match bench::catalog_yaml(train, oos_train, &domains) {
-        Ok(y) => y,
-        Err(e) => return fail(e),
-    };
-    let catalog = match crate::config::agents::parse_catalog(&yaml, "CLINC150 configuration") {
-        Ok(c) => Arc::new(c),
-        Err(e) => return fail(format!("the generated configuration is invalid:\n{e}")),
-    };
-    let env = |k: &str| std::env::var(k).ok();
-    let settings = match settings_from_env(env) {
-        Ok(s) => s,
-        Err(e) => return fail(format!("invalid settings:\n{e}")),
-    };
-    let profile = match load_profiles(&args.profiles) {
-        Ok(p) => match p.get(&args.profile) {
-            Some(p) if p.provider == crate::config::profiles::Provider::Embeddings => p.clone(),
-            Some(p) => {
-                return fail(format!(
-                "profile `{}` in {} is a `{}` profile; name an embeddings profile with --profile",
-                args.profile,
-                args.profiles.display(),
-                p.provider.as_str()
-            ))
-            }
-            None => {
-                return fail(format!(
-                    "profile `{}` is not in {} (fix: --profile NAME of an embeddings profile)",
-                    args.profile,
-                    args.profiles.display()
-                ))
-            }
-        },
-        Err(e) => return fail(format!("invalid profiles:\n{e}")),
-    };
-    eprintln!(
-        "turnstile eval clinc150: embedding and fitting {} examples (cached in {})...",
-        train.len() + oos_train.len(),
-        args.embeddings_cache_dir.display()
-    );
-    let fit_started = std::time::Instant::now();
-    let model = match EmbeddingModel::build(
-        &profile,
-        args.embeddings_base_url.as_deref(),
-        catalog.clone(),
-        Some(args.embeddings_cache_dir.clone()),
-        None,
-        &env,
-    )
-    .await
-    {
-        Ok(m) => m,
-        Err(e) => return fail(e.to_string()),
-    };
-    let fit_seconds = fit_started.elapsed().as_secs_f64();
-    let decide = |text: String| {
-        let model = &model;
-        async move {
-            let request = RouterRequest {
-                message: text,
-                locale: Locale::En,
-                assistant: bench::ASSISTANT.to_owned(),
-                active_agent: None,
-                active_transaction: None,
-                after_cancel: false,
-            };
-            match model.route(&request).await {
-                Ok(RouterDecision::Route {
-                    intent, confidence, ..
-                }) => Some(Decision { intent, confidence }),
-                Ok(
-                    RouterDecision::OutOfScope { confidence }
-                    | RouterDecision::Topic { confidence, .. },
-                ) => Some(Decision {
-                    intent: None,
-                    confidence,
-                }),
-                Err(_) => None,
-            }
-        }
-    };
-    let progress = |label: &'static str, total: usize| {
-        move |done: usize| {
-            if done % 1000 == 0 || done == total {
-                eprintln!("turnstile eval clinc150: {label}: {done}/{total} decided");
-            }
-        }
-    };
-    let (val_decisions, val_timing, val_fallbacks) = bench::decide_all(
-        &tuning,
-        decide,
-        process_cpu_seconds,
-        &progress("val + oos_val", tuning.len()),
-    )
-    .await;
-    let val_expected: Vec<&str> = tuning.iter().map(|(_, i)| *i).collect();
-    let threshold = bench::choose_threshold(&val_expected, &val_decisions);
-    let val_scores = bench::score(&val_expected, &val_decisions, threshold);
-    let (decisions, timing, fallbacks) = if args.split == "val" {
-        (val_decisions, val_timing, val_fallbacks)
-    } else {
-        bench::decide_all(
-            &asked,
-            decide,
-            process_cpu_seconds,
-            &progress("asked split", asked.len()),
-        )
-        .await
-    };
-    let expected: Vec<&str> = asked.iter().map(|(_, i)| *i).collect();
-    let scores = bench::score(&expected, &decisions, threshold);
-    let router_threshold = settings.router_confidence_threshold;
-    let report = bench::Report {
-        split: args.split.clone(),
-        in_scope_accuracy: scores.in_scope_accuracy,
-        oos_recall: scores.oos_recall,
-        oos_precision: scores.oos_precision,
-        ms_per_decision_mean: timing.mean_ms(),
-        ms_per_decision_p95: timing.p95_ms(),
-        cpu_ms_per_decision_mean: 1000.0 * timing.cpu_seconds / decisions.len().max(1) as f64,
-        in_scope_count: scores.in_scope_count,
-        oos_count: scores.oos_count,
-        fallbacks,
-        threshold,
-        threshold_rule: bench::THRESHOLD_RULE,
-        val: val_scores,
-        at_router_threshold: bench::AtThreshold {
-            threshold: router_threshold,
-            scores: bench::score(&expected, &decisions, router_threshold),
-        },
-        curve: bench::curve(&expected, &decisions),
-        intents: catalog
-            .assistant(bench::ASSISTANT)
-            .map_or(0, |a| a.tools.len()),
-        domains: catalog
-            .assistant(bench::ASSISTANT)
-            .map_or(0, |a| a.agents.len()),
-        examples: train.len() + oos_train.len(),
-        fit_seconds,
+    let report = match clinc150(&args).await {
+        Ok(r) => r,
+        Err(m) => return fail(m),
     };
     if args.json {
         match serde_json::to_string(&report) {
@@ -338,6 +173,196 @@ async fn run_clinc150(args: Clinc150Args) -> u8 {
         print!("{}", report.render());
     }
     0
+}
+
+/// The CLINC150 benchmark: a catalog generated from the training split, an embeddings model
+/// fitted on it, the threshold chosen on `val`, the asked split scored. `Err`: what to print.
+async fn clinc150(args: &Clinc150Args) -> Result<bench::Report, String> {
+    let data = Clinc150::load(&args.path).map_err(|e| e.to_string())?;
+    let domains = clinc150_domains(args.domains.as_deref())?;
+    let (train, oos_train, tuning, asked) = match (
+        data.split(&args.path, "train"),
+        data.split(&args.path, "oos_train"),
+        bench::queries(&data, &args.path, "val"),
+        bench::queries(&data, &args.path, &args.split),
+    ) {
+        (Ok(t), Ok(o), Ok(v), Ok(a)) => (t, o, v, a),
+        (Err(e), ..) | (_, Err(e), ..) | (_, _, Err(e), _) | (.., Err(e)) => {
+            return Err(e.to_string())
+        }
+    };
+    let yaml = bench::catalog_yaml(train, oos_train, &domains)?;
+    let catalog = crate::config::agents::parse_catalog(&yaml, "CLINC150 configuration")
+        .map(Arc::new)
+        .map_err(|e| format!("the generated configuration is invalid:\n{e}"))?;
+    let env = |k: &str| std::env::var(k).ok();
+    let settings = settings_from_env(env).map_err(|e| format!("invalid settings:\n{e}"))?;
+    let profile = embeddings_profile(args)?;
+    eprintln!(
+        "turnstile eval clinc150: embedding and fitting {} examples (cached in {})...",
+        train.len() + oos_train.len(),
+        args.embeddings_cache_dir.display()
+    );
+    let fit_started = std::time::Instant::now();
+    let model = EmbeddingModel::build(
+        &profile,
+        args.embeddings_base_url.as_deref(),
+        catalog.clone(),
+        Some(args.embeddings_cache_dir.clone()),
+        None,
+        &env,
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let fit_seconds = fit_started.elapsed().as_secs_f64();
+    let decided = decide_clinc150(&model, &tuning, &asked, &args.split).await;
+    let expected: Vec<&str> = asked.iter().map(|(_, i)| *i).collect();
+    let (decisions, threshold) = (&decided.decisions, decided.threshold);
+    let scores = bench::score(&expected, decisions, threshold);
+    let router_threshold = settings.router_confidence_threshold;
+    Ok(bench::Report {
+        split: args.split.clone(),
+        in_scope_accuracy: scores.in_scope_accuracy,
+        oos_recall: scores.oos_recall,
+        oos_precision: scores.oos_precision,
+        ms_per_decision_mean: decided.timing.mean_ms(),
+        ms_per_decision_p95: decided.timing.p95_ms(),
+        cpu_ms_per_decision_mean: 1000.0 * decided.timing.cpu_seconds
+            / decisions.len().max(1) as f64,
+        in_scope_count: scores.in_scope_count,
+        oos_count: scores.oos_count,
+        fallbacks: decided.fallbacks,
+        threshold,
+        threshold_rule: bench::THRESHOLD_RULE,
+        val: decided.val_scores,
+        at_router_threshold: bench::AtThreshold {
+            threshold: router_threshold,
+            scores: bench::score(&expected, decisions, router_threshold),
+        },
+        curve: bench::curve(&expected, decisions),
+        intents: catalog
+            .assistant(bench::ASSISTANT)
+            .map_or(0, |a| a.tools.len()),
+        domains: catalog
+            .assistant(bench::ASSISTANT)
+            .map_or(0, |a| a.agents.len()),
+        examples: train.len() + oos_train.len(),
+        fit_seconds,
+    })
+}
+
+/// CLINC150's intents by domain: `--domains FILE` (a JSON object domain → [intents]), or the
+/// built-in table.
+fn clinc150_domains(path: Option<&std::path::Path>) -> Result<bench::Domains, String> {
+    let Some(p) = path else {
+        return Ok(bench::builtin_domains());
+    };
+    std::fs::read_to_string(p)
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+        .map_err(|e| {
+            format!(
+                "cannot read domains from {}: {e} (fix: a JSON object domain → [intents])",
+                p.display()
+            )
+        })
+}
+
+/// The `--profile` of `--profiles`, which must be an embeddings profile.
+fn embeddings_profile(args: &Clinc150Args) -> Result<ModelProfile, String> {
+    let profiles = load_profiles(&args.profiles).map_err(|e| format!("invalid profiles:\n{e}"))?;
+    match profiles.get(&args.profile) {
+        Some(p) if p.provider == Provider::Embeddings => Ok(p.clone()),
+        Some(p) => Err(format!(
+            "profile `{}` in {} is a `{}` profile; name an embeddings profile with --profile",
+            args.profile,
+            args.profiles.display(),
+            p.provider.as_str()
+        )),
+        None => Err(format!(
+            "profile `{}` is not in {} (fix: --profile NAME of an embeddings profile)",
+            args.profile,
+            args.profiles.display()
+        )),
+    }
+}
+
+/// The benchmark's decisions: on `val` + `oos_val` (which choose the threshold), then on the
+/// asked split (the same ones when it is `val`).
+struct Clinc150Decisions {
+    threshold: f64,
+    val_scores: bench::Scores,
+    decisions: Vec<Decision>,
+    timing: bench::Timing,
+    fallbacks: usize,
+}
+
+async fn decide_clinc150(
+    model: &EmbeddingModel,
+    tuning: &[(&str, &str)],
+    asked: &[(&str, &str)],
+    split: &str,
+) -> Clinc150Decisions {
+    let decide = |text: String| route_decision(model, text);
+    let progress = |label: &'static str, total: usize| {
+        move |done: usize| {
+            if done % 1000 == 0 || done == total {
+                eprintln!("turnstile eval clinc150: {label}: {done}/{total} decided");
+            }
+        }
+    };
+    let (val_decisions, val_timing, val_fallbacks) = bench::decide_all(
+        tuning,
+        decide,
+        process_cpu_seconds,
+        &progress("val + oos_val", tuning.len()),
+    )
+    .await;
+    let val_expected: Vec<&str> = tuning.iter().map(|(_, i)| *i).collect();
+    let threshold = bench::choose_threshold(&val_expected, &val_decisions);
+    let val_scores = bench::score(&val_expected, &val_decisions, threshold);
+    let (decisions, timing, fallbacks) = if split == "val" {
+        (val_decisions, val_timing, val_fallbacks)
+    } else {
+        bench::decide_all(
+            asked,
+            decide,
+            process_cpu_seconds,
+            &progress("asked split", asked.len()),
+        )
+        .await
+    };
+    Clinc150Decisions {
+        threshold,
+        val_scores,
+        decisions,
+        timing,
+        fallbacks,
+    }
+}
+
+/// The embeddings router's decision on one CLINC150 query (`None`: the call failed).
+async fn route_decision(model: &EmbeddingModel, text: String) -> Option<Decision> {
+    let request = RouterRequest {
+        message: text,
+        locale: Locale::En,
+        assistant: bench::ASSISTANT.to_owned(),
+        active_agent: None,
+        active_transaction: None,
+        after_cancel: false,
+    };
+    match model.route(&request).await {
+        Ok(RouterDecision::Route {
+            intent, confidence, ..
+        }) => Some(Decision { intent, confidence }),
+        Ok(
+            RouterDecision::OutOfScope { confidence } | RouterDecision::Topic { confidence, .. },
+        ) => Some(Decision {
+            intent: None,
+            confidence,
+        }),
+        Err(_) => None,
+    }
 }
 
 async fn run_decisions(args: DecisionsArgs) -> u8 {
@@ -361,25 +386,9 @@ async fn run_decisions(args: DecisionsArgs) -> u8 {
         Ok(p) => Arc::new(p),
         Err(e) => return fail(format!("invalid profiles:\n{e}")),
     };
-    let assistant = match &args.assistant {
-        Some(a) if catalog.assistant(a).is_some() => a.clone(),
-        Some(a) => {
-            return fail(format!(
-                "assistant `{a}` is not configured in {}",
-                args.config.display()
-            ))
-        }
-        None if catalog.assistants.len() == 1 => catalog
-            .assistants
-            .keys()
-            .next()
-            .cloned()
-            .unwrap_or_default(),
-        None => {
-            return fail(
-                "the configuration has several assistants: name one with --assistant".into(),
-            )
-        }
+    let assistant = match chosen_assistant(&args, &catalog) {
+        Ok(a) => a,
+        Err(e) => return fail(e),
     };
     let tools: Vec<String> = catalog
         .assistant(&assistant)
@@ -425,6 +434,24 @@ async fn run_decisions(args: DecisionsArgs) -> u8 {
             0
         }
         Err(e) => fail(e),
+    }
+}
+
+/// `--assistant`, which must be configured; without it, the configuration's only assistant.
+fn chosen_assistant(args: &DecisionsArgs, catalog: &Catalog) -> Result<String, String> {
+    match &args.assistant {
+        Some(a) if catalog.assistant(a).is_some() => Ok(a.clone()),
+        Some(a) => Err(format!(
+            "assistant `{a}` is not configured in {}",
+            args.config.display()
+        )),
+        None if catalog.assistants.len() == 1 => Ok(catalog
+            .assistants
+            .keys()
+            .next()
+            .cloned()
+            .unwrap_or_default()),
+        None => Err("the configuration has several assistants: name one with --assistant".into()),
     }
 }
 

@@ -5,14 +5,16 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::config::{
     agents::load_agents_file,
-    profiles::{check_profile_references, load_profiles},
+    profiles::{check_profile_references, load_profiles, Profiles},
     settings::settings_from_env,
+    tool_http::ToolHttpSettings,
 };
-use crate::model::configured::ConfiguredModelError;
+use crate::domain::catalog::{Catalog, Settings};
+use crate::model::configured::{ConfiguredModel, ConfiguredModelError};
 use crate::model::embedding::EmbeddingModelError;
 use crate::store::cql::{CqlConfig, ScyllaCheckpointStore};
 use crate::telemetry;
@@ -56,81 +58,25 @@ pub struct Args {
 pub async fn run(args: Args) -> u8 {
     telemetry::init_logging();
     let env = |k: &str| std::env::var(k).ok();
-    let (catalog, tool_http) = match load_agents_file(&args.config) {
-        Ok(f) => (Arc::new(f.catalog), f.tool_http),
-        Err(e) => return config_error(&e.to_string()),
-    };
-    let profiles = match load_profiles(&args.profiles) {
-        Ok(p) => Arc::new(p),
-        Err(e) => return config_error(&e.to_string()),
-    };
-    let settings = match settings_from_env(env) {
-        Ok(s) => Arc::new(s),
-        Err(e) => return config_error(&e.to_string()),
-    };
-    if let Err(e) = check_profile_references(
-        &catalog,
-        &args.config.display().to_string(),
-        &settings,
-        &profiles,
-    ) {
-        return config_error(&e.to_string());
-    }
-    let worker_config = match WorkerConfig::from_env(env) {
+    let Configuration {
+        catalog,
+        tool_http,
+        profiles,
+        settings,
+        worker_config,
+    } = match load_configuration(&args, env) {
         Ok(c) => c,
-        Err(e) => return config_error(&e.to_string()),
+        Err(e) => return config_error(&e),
     };
-    let concurrency = ModelConcurrency {
-        chat: Some(worker_config.model_max_concurrency),
-        embeddings: Some(worker_config.embeddings_max_concurrency),
-    };
-    let model = match args
-        .model
-        .build_model(&catalog, &settings, profiles, &env, concurrency)
-        .await
-    {
+    let model = match decision_model(&args, &catalog, &settings, profiles, &worker_config).await {
         Ok(m) => m,
-        Err(ConfiguredModelError::Embeddings(EmbeddingModelError::Index(e))) => {
-            eprintln!("turnstile: {e}");
-            return EXIT_UNAVAILABLE;
-        }
-        Err(e) => return config_error(&e.to_string()),
+        Err(code) => return code,
     };
-    // A profile without an endpoint would make every turn fall back silently: refuse to start.
-    if let Err(e) = model.check_endpoints() {
-        return config_error(&format!(
-            "{e} (fix: set base_url in the profiles file, or TURNSTILE_MODEL_BASE_URL)"
-        ));
-    }
     let tools = match args.tools.build_gateway(&catalog, tool_http) {
         Ok(t) => t,
         Err(e) => return config_error(&e.to_string()),
     };
-    let recorder = PrometheusBuilder::new()
-        .set_buckets_for_metric(
-            Matcher::Full(telemetry::COMMIT_DURATION_SECONDS.into()),
-            telemetry::STORE_BUCKETS_SECONDS,
-        )
-        // Full matches are tried before the prefix and suffix ones below.
-        .and_then(|b| {
-            b.set_buckets_for_metric(
-                Matcher::Full(telemetry::TURN_AGE_SECONDS.into()),
-                telemetry::TURN_AGE_BUCKETS_SECONDS,
-            )
-        })
-        .and_then(|b| {
-            b.set_buckets_for_metric(
-                Matcher::Prefix("turnstile_checkpoint_".into()),
-                telemetry::STORE_BUCKETS_SECONDS,
-            )
-        })
-        .and_then(|b| {
-            b.set_buckets_for_metric(
-                Matcher::Suffix("_seconds".into()),
-                telemetry::LATENCY_BUCKETS_SECONDS,
-            )
-        })
-        .and_then(|b| b.install_recorder());
+    let recorder = install_metrics();
     let metrics = match recorder {
         Ok(h) => h,
         Err(e) => {
@@ -153,31 +99,10 @@ pub async fn run(args: Args) -> u8 {
             }
         };
     tracing::info!(listen = %bound, "Operations listener up (/metrics, /healthz, /readyz).");
-    let cql = CqlConfig {
-        contact_points: args
-            .contact
-            .split(',')
-            .map(|s| s.trim().to_owned())
-            .collect(),
-        keyspace: args.keyspace.clone(),
-        ..CqlConfig::default()
-    }
-    .with_security_from(|k| std::env::var(k).ok());
-    let cql = match cql {
+    let cql = match cql_config(&args) {
         Ok(c) => c,
         Err(e) => return config_error(&e),
     };
-    // A CA file that cannot be read is a configuration error now, not a minute of retries.
-    if let Some(Err(e)) = cql.tls.as_ref().map(|t| t.context()) {
-        return config_error(&e.to_string());
-    }
-    tracing::info!(
-        contact = %args.contact,
-        tls = cql.tls.is_some(),
-        tls_verify_hostname = cql.tls.as_ref().is_some_and(|t| t.verify_hostname),
-        password_auth = cql.username_env.is_some(),
-        "Connecting to the checkpoint store."
-    );
     let store = match connect_with_patience(&cql).await {
         Some(s) => s.with_max_concurrency(worker_config.store_max_concurrency),
         None => {
@@ -207,6 +132,133 @@ pub async fn run(args: Args) -> u8 {
             EXIT_SOFTWARE
         }
     }
+}
+
+/// Everything `turnstile run` reads before it connects anywhere.
+struct Configuration {
+    catalog: Arc<Catalog>,
+    tool_http: ToolHttpSettings,
+    profiles: Arc<Profiles>,
+    settings: Arc<Settings>,
+    worker_config: WorkerConfig,
+}
+
+/// The agents file, the profiles (every one the catalog and settings name must exist), the
+/// session-control settings and the worker's settings; `Err`: what is invalid.
+fn load_configuration(
+    args: &Args,
+    env: impl Fn(&str) -> Option<String> + Copy,
+) -> Result<Configuration, String> {
+    let file = load_agents_file(&args.config).map_err(|e| e.to_string())?;
+    let catalog = Arc::new(file.catalog);
+    let profiles = Arc::new(load_profiles(&args.profiles).map_err(|e| e.to_string())?);
+    let settings = Arc::new(settings_from_env(env).map_err(|e| e.to_string())?);
+    check_profile_references(
+        &catalog,
+        &args.config.display().to_string(),
+        &settings,
+        &profiles,
+    )
+    .map_err(|e| e.to_string())?;
+    let worker_config = WorkerConfig::from_env(env).map_err(|e| e.to_string())?;
+    Ok(Configuration {
+        catalog,
+        tool_http: file.tool_http,
+        profiles,
+        settings,
+        worker_config,
+    })
+}
+
+/// The decision model of every skill, its chat endpoints checked. `Err`: the exit code, after
+/// saying why (an embeddings index that cannot be built is unavailability, the rest configuration).
+async fn decision_model(
+    args: &Args,
+    catalog: &Arc<Catalog>,
+    settings: &Arc<Settings>,
+    profiles: Arc<Profiles>,
+    worker_config: &WorkerConfig,
+) -> Result<ConfiguredModel, u8> {
+    let env = |k: &str| std::env::var(k).ok();
+    let concurrency = ModelConcurrency {
+        chat: Some(worker_config.model_max_concurrency),
+        embeddings: Some(worker_config.embeddings_max_concurrency),
+    };
+    let model = match args
+        .model
+        .build_model(catalog, settings, profiles, &env, concurrency)
+        .await
+    {
+        Ok(m) => m,
+        Err(ConfiguredModelError::Embeddings(EmbeddingModelError::Index(e))) => {
+            eprintln!("turnstile: {e}");
+            return Err(EXIT_UNAVAILABLE);
+        }
+        Err(e) => return Err(config_error(&e.to_string())),
+    };
+    // A profile without an endpoint would make every turn fall back silently: refuse to start.
+    if let Err(e) = model.check_endpoints() {
+        return Err(config_error(&format!(
+            "{e} (fix: set base_url in the profiles file, or TURNSTILE_MODEL_BASE_URL)"
+        )));
+    }
+    Ok(model)
+}
+
+/// The Prometheus recorder, installed: latency buckets for the store and commits, for turn
+/// age, and for every other `_seconds` histogram.
+fn install_metrics() -> Result<PrometheusHandle, BuildError> {
+    PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            Matcher::Full(telemetry::COMMIT_DURATION_SECONDS.into()),
+            telemetry::STORE_BUCKETS_SECONDS,
+        )
+        // Full matches are tried before the prefix and suffix ones below.
+        .and_then(|b| {
+            b.set_buckets_for_metric(
+                Matcher::Full(telemetry::TURN_AGE_SECONDS.into()),
+                telemetry::TURN_AGE_BUCKETS_SECONDS,
+            )
+        })
+        .and_then(|b| {
+            b.set_buckets_for_metric(
+                Matcher::Prefix("turnstile_checkpoint_".into()),
+                telemetry::STORE_BUCKETS_SECONDS,
+            )
+        })
+        .and_then(|b| {
+            b.set_buckets_for_metric(
+                Matcher::Suffix("_seconds".into()),
+                telemetry::LATENCY_BUCKETS_SECONDS,
+            )
+        })
+        .and_then(|b| b.install_recorder())
+}
+
+/// The checkpoint store's connection settings: `--contact` and `--keyspace`, TLS and password
+/// from the environment (a CA file that cannot be read is an error now, not a minute of retries).
+fn cql_config(args: &Args) -> Result<CqlConfig, String> {
+    let cql = CqlConfig {
+        contact_points: args
+            .contact
+            .split(',')
+            .map(|s| s.trim().to_owned())
+            .collect(),
+        keyspace: args.keyspace.clone(),
+        ..CqlConfig::default()
+    }
+    .with_security_from(|k| std::env::var(k).ok())?;
+    if let Some(Err(e)) = cql.tls.as_ref().map(|t| t.context()) {
+        return Err(e.to_string());
+    }
+    tracing::info!(
+        contact = %args.contact,
+        tls = cql.tls.is_some(),
+        tls_verify_hostname = cql.tls.as_ref().is_some_and(|t| t.verify_hostname),
+        password_auth = cql.username_env.is_some(),
+        "Connecting to the checkpoint store."
+    );
+    Ok(cql)
 }
 
 fn config_error(message: &str) -> u8 {

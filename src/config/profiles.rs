@@ -9,7 +9,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::config::{parse_yaml, read_file, ConfigError, ConfigErrors};
-use crate::domain::catalog::{Catalog, Settings};
+use crate::domain::catalog::{Assistant, Catalog, Settings};
 
 /// The API flavour a profile speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -69,6 +69,11 @@ impl Profiles {
     pub fn get(&self, name: &str) -> Option<&ModelProfile> {
         self.profiles.get(name)
     }
+
+    /// Every profile's name, comma-separated: what an error about an unknown profile offers.
+    pub fn names(&self) -> String {
+        self.profiles.keys().cloned().collect::<Vec<_>>().join(", ")
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -124,149 +129,184 @@ pub fn parse_profiles(yaml: &str, file_label: &str) -> Result<Profiles, ConfigEr
     }
     let mut profiles = BTreeMap::new();
     for (name, p) in raw.profiles {
-        let key = |field: &str| format!("profiles.{name}.{field}");
-        if name.trim().is_empty() {
-            err(
-                "profiles".into(),
-                "a profile has an empty name".into(),
-                "give every profile a name",
-            );
-        }
-        if p.model.trim().is_empty() {
-            err(
-                key("model"),
-                "the model is empty".into(),
-                "name the model, e.g. openai.gpt-4.1-mini",
-            );
-        }
-        let embeddings = p.provider == Provider::Embeddings;
-        let temperature = match p.temperature {
-            Some(t) if !t.is_finite() || !(0.0..=2.0).contains(&t) => {
-                err(
-                    key("temperature"),
-                    format!("{t} is outside [0, 2]"),
-                    "use a temperature from 0 to 2 (0 for classification)",
-                );
-                t
-            }
-            Some(t) => t,
-            None if embeddings => 0.0,
-            None => {
-                err(
-                    key("temperature"),
-                    "the temperature is missing".into(),
-                    "add `temperature: 0` (the seed's format requires it for chat profiles)",
-                );
-                0.0
-            }
-        };
-        let max_tokens = match p.max_tokens {
-            Some(m) if m == 0 || m > u64::from(u32::MAX) => {
-                err(
-                    key("max_tokens"),
-                    format!("{m} is not a valid token limit"),
-                    "use a whole number of at least 1, e.g. 80",
-                );
-                1
-            }
-            Some(m) => m,
-            None if embeddings => 1,
-            None => {
-                err(
-                    key("max_tokens"),
-                    "max_tokens is missing".into(),
-                    "add e.g. `max_tokens: 80` (the seed's format requires it for chat profiles)",
-                );
-                1
-            }
-        };
-        if !embeddings {
-            for (field, set) in [
-                ("input_prefix", p.input_prefix.is_some()),
-                ("escalate_to", p.escalate_to.is_some()),
-            ] {
-                if set {
-                    err(
-                        key(field),
-                        format!("`{field}` applies only to `provider: embeddings`"),
-                        "remove it, or set `provider: embeddings`",
-                    );
-                }
-            }
-        }
-        if !p.timeout_seconds.is_finite() || p.timeout_seconds <= 0.0 {
-            err(
-                key("timeout_seconds"),
-                format!("{} is not a positive duration", p.timeout_seconds),
-                "use a number of seconds greater than 0, e.g. 5",
-            );
-        }
-        if let Some(url) = &p.base_url {
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
-                err(
-                    key("base_url"),
-                    format!("`{url}` is not an http(s) URL"),
-                    "start the URL with https:// (or http:// for a local endpoint)",
-                );
-            }
-        }
-        if let Some(var) = &p.api_key_env {
-            if !is_env_var_name(var) {
-                err(
-                    key("api_key_env"),
-                    format!(
-                        "`{}` does not look like an environment variable name",
-                        redact(var)
-                    ),
-                    "give the NAME of the variable holding the key (e.g. OCI_GENAI_API_KEY), \
-                     never the key itself",
-                );
-            }
-        }
-        for (header, value) in &p.headers {
-            if header.trim().is_empty() {
-                err(
-                    key("headers"),
-                    "a header has an empty name".into(),
-                    "give every header a name",
-                );
-            } else if header.eq_ignore_ascii_case("authorization")
-                || header.eq_ignore_ascii_case("api-key")
-                || header.eq_ignore_ascii_case("x-api-key")
-            {
-                err(
-                    format!("profiles.{name}.headers.{header}"),
-                    "credentials must not be written in the profiles file".into(),
-                    "remove the header and set api_key_env to the name of the variable holding \
-                     the key",
-                );
-            } else if value.contains('\n') || value.contains('\r') {
-                err(
-                    format!("profiles.{name}.headers.{header}"),
-                    "the header value contains a line break".into(),
-                    "write the header value on one line",
-                );
-            }
-        }
-        profiles.insert(
-            name.clone(),
-            ModelProfile {
-                name,
-                provider: p.provider,
-                model: p.model,
-                temperature,
-                max_tokens: u32::try_from(max_tokens).unwrap_or(u32::MAX),
-                timeout_seconds: p.timeout_seconds,
-                base_url: p.base_url,
-                api_key_env: p.api_key_env,
-                headers: p.headers,
-                json_mode: p.json_mode,
-                input_prefix: p.input_prefix.unwrap_or_default(),
-                escalate_to: p.escalate_to.map(|e| e.trim().to_owned()),
-            },
+        let profile = profile_of(&name, p, &mut err);
+        profiles.insert(name, profile);
+    }
+    check_escalations(&profiles, file_label, &mut errors);
+    ConfigErrors(errors).into_result(Profiles { profiles })
+}
+
+/// One profile, validated: its model, temperature and token limit (chat profiles need both),
+/// the embeddings-only fields, then how it is reached ([`check_connection`]).
+fn profile_of(
+    name: &str,
+    p: RawProfile,
+    err: &mut impl FnMut(String, String, &str),
+) -> ModelProfile {
+    let key = |field: &str| format!("profiles.{name}.{field}");
+    if name.trim().is_empty() {
+        err(
+            "profiles".into(),
+            "a profile has an empty name".into(),
+            "give every profile a name",
         );
     }
-    for (name, p) in &profiles {
+    if p.model.trim().is_empty() {
+        err(
+            key("model"),
+            "the model is empty".into(),
+            "name the model, e.g. openai.gpt-4.1-mini",
+        );
+    }
+    let embeddings = p.provider == Provider::Embeddings;
+    let temperature = match p.temperature {
+        Some(t) if !t.is_finite() || !(0.0..=2.0).contains(&t) => {
+            err(
+                key("temperature"),
+                format!("{t} is outside [0, 2]"),
+                "use a temperature from 0 to 2 (0 for classification)",
+            );
+            t
+        }
+        Some(t) => t,
+        None if embeddings => 0.0,
+        None => {
+            err(
+                key("temperature"),
+                "the temperature is missing".into(),
+                "add `temperature: 0` (the seed's format requires it for chat profiles)",
+            );
+            0.0
+        }
+    };
+    let max_tokens = match p.max_tokens {
+        Some(m) if m == 0 || m > u64::from(u32::MAX) => {
+            err(
+                key("max_tokens"),
+                format!("{m} is not a valid token limit"),
+                "use a whole number of at least 1, e.g. 80",
+            );
+            1
+        }
+        Some(m) => m,
+        None if embeddings => 1,
+        None => {
+            err(
+                key("max_tokens"),
+                "max_tokens is missing".into(),
+                "add e.g. `max_tokens: 80` (the seed's format requires it for chat profiles)",
+            );
+            1
+        }
+    };
+    if !embeddings {
+        check_embeddings_only_fields(name, &p, err);
+    }
+    check_connection(name, &p, err);
+    ModelProfile {
+        name: name.to_owned(),
+        provider: p.provider,
+        model: p.model,
+        temperature,
+        max_tokens: u32::try_from(max_tokens).unwrap_or(u32::MAX),
+        timeout_seconds: p.timeout_seconds,
+        base_url: p.base_url,
+        api_key_env: p.api_key_env,
+        headers: p.headers,
+        json_mode: p.json_mode,
+        input_prefix: p.input_prefix.unwrap_or_default(),
+        escalate_to: p.escalate_to.map(|e| e.trim().to_owned()),
+    }
+}
+
+/// A chat profile sets none of the fields only embeddings profiles use.
+fn check_embeddings_only_fields(
+    name: &str,
+    p: &RawProfile,
+    err: &mut impl FnMut(String, String, &str),
+) {
+    let key = |field: &str| format!("profiles.{name}.{field}");
+    for (field, set) in [
+        ("input_prefix", p.input_prefix.is_some()),
+        ("escalate_to", p.escalate_to.is_some()),
+    ] {
+        if set {
+            err(
+                key(field),
+                format!("`{field}` applies only to `provider: embeddings`"),
+                "remove it, or set `provider: embeddings`",
+            );
+        }
+    }
+}
+
+/// How a profile is reached: a positive timeout, an http(s) base URL, an API key variable's
+/// name (never a key), one-line headers that carry no credentials.
+fn check_connection(name: &str, p: &RawProfile, err: &mut impl FnMut(String, String, &str)) {
+    let key = |field: &str| format!("profiles.{name}.{field}");
+    if !p.timeout_seconds.is_finite() || p.timeout_seconds <= 0.0 {
+        err(
+            key("timeout_seconds"),
+            format!("{} is not a positive duration", p.timeout_seconds),
+            "use a number of seconds greater than 0, e.g. 5",
+        );
+    }
+    if let Some(url) = &p.base_url {
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            err(
+                key("base_url"),
+                format!("`{url}` is not an http(s) URL"),
+                "start the URL with https:// (or http:// for a local endpoint)",
+            );
+        }
+    }
+    if let Some(var) = &p.api_key_env {
+        if !is_env_var_name(var) {
+            err(
+                key("api_key_env"),
+                format!(
+                    "`{}` does not look like an environment variable name",
+                    redact(var)
+                ),
+                "give the NAME of the variable holding the key (e.g. OCI_GENAI_API_KEY), \
+                 never the key itself",
+            );
+        }
+    }
+    for (header, value) in &p.headers {
+        if header.trim().is_empty() {
+            err(
+                key("headers"),
+                "a header has an empty name".into(),
+                "give every header a name",
+            );
+        } else if header.eq_ignore_ascii_case("authorization")
+            || header.eq_ignore_ascii_case("api-key")
+            || header.eq_ignore_ascii_case("x-api-key")
+        {
+            err(
+                format!("profiles.{name}.headers.{header}"),
+                "credentials must not be written in the profiles file".into(),
+                "remove the header and set api_key_env to the name of the variable holding \
+                 the key",
+            );
+        } else if value.contains('\n') || value.contains('\r') {
+            err(
+                format!("profiles.{name}.headers.{header}"),
+                "the header value contains a line break".into(),
+                "write the header value on one line",
+            );
+        }
+    }
+}
+
+/// Every `escalate_to` names a chat profile of the same file.
+fn check_escalations(
+    profiles: &BTreeMap<String, ModelProfile>,
+    file_label: &str,
+    errors: &mut Vec<ConfigError>,
+) {
+    for (name, p) in profiles {
         let Some(target) = &p.escalate_to else {
             continue;
         };
@@ -286,7 +326,6 @@ pub fn parse_profiles(yaml: &str, file_label: &str) -> Result<Profiles, ConfigEr
             Some(_) => {}
         }
     }
-    ConfigErrors(errors).into_result(Profiles { profiles })
 }
 
 /// Cross-file check: every profile the settings (`ROUTE_STICKINESS_LLM_PROFILE`, when stickiness is
@@ -298,14 +337,7 @@ pub fn check_profile_references(
     settings: &Settings,
     profiles: &Profiles,
 ) -> Result<(), ConfigErrors> {
-    let known = || {
-        profiles
-            .profiles
-            .keys()
-            .cloned()
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    let known = || profiles.names();
     let mut errors = Vec::new();
     if settings.enable_route_stickiness
         && profiles
@@ -330,40 +362,14 @@ pub fn check_profile_references(
     let classifier_embeddings =
         settings.enable_route_stickiness && is_embeddings(&settings.route_stickiness_llm_profile);
     for (id, a) in &catalog.assistants {
-        if classifier_embeddings || is_embeddings(&a.router_profile) {
-            for (tool, t) in &a.tools {
-                if t.examples.values().all(Vec::is_empty) {
-                    errors.push(ConfigError::new(
-                        catalog_label,
-                        format!("assistants.{id}.tools.{tool}.examples"),
-                        "the tool has no example utterances, and an embeddings profile decides \
-                         by comparing messages with them"
-                            .to_owned(),
-                        "add `examples: {en: [...], pt-BR: [...]}` with what customers say to \
-                         ask for it",
-                    ));
-                }
-            }
-        }
-        if classifier_embeddings {
-            for (label, examples) in [
-                ("human_handoff", &a.session_examples.human_handoff),
-                ("end_session", &a.session_examples.end_session),
-            ] {
-                if examples.values().all(Vec::is_empty) {
-                    errors.push(ConfigError::new(
-                        catalog_label,
-                        format!("assistants.{id}.session_examples.{label}"),
-                        format!(
-                            "no example utterances for {label}, and the classifier profile `{}` \
-                             is an embeddings profile",
-                            settings.route_stickiness_llm_profile
-                        ),
-                        format!("add `session_examples: {{{label}: {{en: [...], pt-BR: [...]}}}}`"),
-                    ));
-                }
-            }
-        }
+        check_examples(
+            &mut errors,
+            catalog_label,
+            id,
+            a,
+            classifier_embeddings.then_some(settings.route_stickiness_llm_profile.as_str()),
+            is_embeddings(&a.router_profile),
+        );
         for (role, name) in [
             ("router", &a.router_profile),
             ("interpreter", &a.interpreter_profile),
@@ -379,6 +385,52 @@ pub fn check_profile_references(
         }
     }
     ConfigErrors(errors).into_result(())
+}
+
+/// An assistant decided by embeddings needs example utterances: of every tool when its router
+/// or the classifier is an embeddings profile, and of handoff and end-of-session when the
+/// classifier is (`classifier`: that profile's name).
+fn check_examples(
+    errors: &mut Vec<ConfigError>,
+    catalog_label: &str,
+    id: &str,
+    a: &Assistant,
+    classifier: Option<&str>,
+    router_embeddings: bool,
+) {
+    if classifier.is_some() || router_embeddings {
+        for (tool, t) in &a.tools {
+            if t.examples.values().all(Vec::is_empty) {
+                errors.push(ConfigError::new(
+                    catalog_label,
+                    format!("assistants.{id}.tools.{tool}.examples"),
+                    "the tool has no example utterances, and an embeddings profile decides \
+                     by comparing messages with them"
+                        .to_owned(),
+                    "add `examples: {en: [...], pt-BR: [...]}` with what customers say to \
+                     ask for it",
+                ));
+            }
+        }
+    }
+    if let Some(classifier) = classifier {
+        for (label, examples) in [
+            ("human_handoff", &a.session_examples.human_handoff),
+            ("end_session", &a.session_examples.end_session),
+        ] {
+            if examples.values().all(Vec::is_empty) {
+                errors.push(ConfigError::new(
+                    catalog_label,
+                    format!("assistants.{id}.session_examples.{label}"),
+                    format!(
+                        "no example utterances for {label}, and the classifier profile \
+                         `{classifier}` is an embeddings profile"
+                    ),
+                    format!("add `session_examples: {{{label}: {{en: [...], pt-BR: [...]}}}}`"),
+                ));
+            }
+        }
+    }
 }
 
 fn is_env_var_name(s: &str) -> bool {

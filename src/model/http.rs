@@ -24,28 +24,29 @@
 //! The API key is read once, at construction, from the variable the profile names
 //! (`api_key_env`). It is kept only inside a sensitive header value: no `Debug`, error, log line
 //! or metric label shows it.
+//!
+//! The parts: [`endpoint`] (a resolved profile: URL, headers, redacted key; the shared HTTP
+//! client) and [`exchange`] (one call: slot, HTTP exchange under the time limit, parsing, metrics).
+
+mod endpoint;
+mod exchange;
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use metrics::{counter, histogram};
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
-use serde_json::Value;
-
-use crate::config::profiles::{ModelProfile, Profiles, Provider};
+use self::endpoint::{http_client, resolve_target, Endpoint};
+use self::exchange::unavailable;
+use crate::config::profiles::{Profiles, Provider};
 use crate::domain::catalog::{Assistant, Catalog, Settings};
 use crate::domain::decision::{
-    ClassifierDecision, InterpreterDecision, ModelAnswer, ModelFailure, RouterDecision, Skill,
+    ClassifierDecision, InterpreterDecision, ModelAnswer, RouterDecision, Skill,
 };
 use crate::domain::effect::{ClassifierRequest, InterpreterRequest, RouterRequest};
-use crate::model::output::{
-    extract_json_object, parse_classifier, parse_interpreter, parse_router,
-};
-use crate::model::prompt::{self, ChatMessage};
+use crate::model::output::{parse_classifier, parse_interpreter, parse_router};
+use crate::model::prompt;
 use crate::ports::{CallContext, DecisionModel};
-use crate::telemetry::{MODEL_REQUESTS_TOTAL, MODEL_REQUEST_DURATION_SECONDS};
 
 /// Which component is calling (`classifier` | `router` | `interpreter`).
 pub const SKILL_HEADER: &str = "X-Turnstile-Skill";
@@ -85,136 +86,6 @@ pub enum ModelConfigError {
     Client(String),
 }
 
-/// Where a profile's calls go, or why they cannot go anywhere.
-#[derive(Clone)]
-enum Target {
-    /// Parsed once, when the profile is read, not on every call (it is on every turn's path).
-    Url(reqwest::Url),
-    Missing,
-    Invalid {
-        url: String,
-        reason: String,
-    },
-}
-
-fn resolve_target(base: Option<&str>) -> Target {
-    let Some(base) = base.map(str::trim).filter(|b| !b.is_empty()) else {
-        return Target::Missing;
-    };
-    let invalid = |reason: String| Target::Invalid {
-        url: base.to_owned(),
-        reason,
-    };
-    match reqwest::Url::parse(base) {
-        Ok(u) if !matches!(u.scheme(), "http" | "https") => {
-            invalid(format!("scheme `{}` is not http or https", u.scheme()))
-        }
-        Ok(u) if u.host_str().is_none_or(str::is_empty) => invalid("it has no host".into()),
-        Ok(_) => {
-            let full = format!("{}{CHAT_COMPLETIONS_PATH}", base.trim_end_matches('/'));
-            match reqwest::Url::parse(&full) {
-                Ok(u) => Target::Url(u),
-                Err(e) => invalid(e.to_string()),
-            }
-        }
-        Err(e) => invalid(e.to_string()),
-    }
-}
-
-/// One resolved profile: its settings, target URL, headers and (redacted) credentials.
-#[derive(Clone)]
-struct Endpoint {
-    profile: ModelProfile,
-    target: Target,
-    /// `Bearer <key>`, marked sensitive.
-    auth: Option<HeaderValue>,
-    headers: HeaderMap,
-    timeout: Duration,
-}
-
-impl fmt::Debug for Endpoint {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let target = match &self.target {
-            Target::Url(u) => u.to_string(),
-            Target::Missing => "<no base_url>".into(),
-            Target::Invalid { url, .. } => format!("<invalid: {url}>"),
-        };
-        f.debug_struct("Endpoint")
-            .field("profile", &self.profile.name)
-            .field("provider", &self.profile.provider.as_str())
-            .field("model", &self.profile.model)
-            .field("url", &target)
-            .field("api_key_env", &self.profile.api_key_env)
-            .field("api_key", &self.auth.as_ref().map(|_| "<redacted>"))
-            .field("headers", &self.headers.keys().collect::<Vec<_>>())
-            .field("timeout", &self.timeout)
-            .finish()
-    }
-}
-
-impl Endpoint {
-    fn new(
-        profile: &ModelProfile,
-        env: &impl Fn(&str) -> Option<String>,
-    ) -> Result<Endpoint, ModelConfigError> {
-        let auth = match &profile.api_key_env {
-            None => None,
-            Some(var) => {
-                let key = env(var)
-                    .map(|k| k.trim().to_owned())
-                    .filter(|k| !k.is_empty())
-                    .ok_or_else(|| ModelConfigError::MissingApiKey {
-                        profile: profile.name.clone(),
-                        var: var.clone(),
-                    })?;
-                let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
-                    ModelConfigError::InvalidApiKey {
-                        profile: profile.name.clone(),
-                        var: var.clone(),
-                    }
-                })?;
-                value.set_sensitive(true);
-                Some(value)
-            }
-        };
-        let mut headers = HeaderMap::new();
-        for (name, value) in &profile.headers {
-            let invalid = || ModelConfigError::InvalidHeader {
-                profile: profile.name.clone(),
-                header: name.clone(),
-            };
-            let name = HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| invalid())?;
-            let value = HeaderValue::from_str(value).map_err(|_| invalid())?;
-            headers.insert(name, value);
-        }
-        // Profiles validation guarantees a positive finite number; clamp the rest.
-        let timeout = Duration::try_from_secs_f64(profile.timeout_seconds)
-            .unwrap_or(Duration::from_secs(3600))
-            .max(Duration::from_millis(1));
-        Ok(Endpoint {
-            profile: profile.clone(),
-            target: resolve_target(profile.base_url.as_deref()),
-            auth,
-            headers,
-            timeout,
-        })
-    }
-
-    fn check(&self) -> Result<(), ModelConfigError> {
-        match &self.target {
-            Target::Url(_) => Ok(()),
-            Target::Missing => Err(ModelConfigError::MissingBaseUrl {
-                profile: self.profile.name.clone(),
-            }),
-            Target::Invalid { url, reason } => Err(ModelConfigError::InvalidBaseUrl {
-                profile: self.profile.name.clone(),
-                url: url.clone(),
-                reason: reason.clone(),
-            }),
-        }
-    }
-}
-
 /// One model call as it happened: for the `classify` command and diagnostics.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RawAnswer<T> {
@@ -229,48 +100,6 @@ pub struct RawAnswer<T> {
     /// Why the call failed, in one line (never the key); `None` when a decision was parsed.
     pub cause: Option<String>,
 }
-
-/// A failed exchange: the failure class and a one-line cause.
-struct Failed {
-    failure: ModelFailure,
-    cause: String,
-    status: Option<u16>,
-    content: Option<String>,
-}
-
-impl Failed {
-    fn error(cause: String) -> Failed {
-        Failed {
-            failure: ModelFailure::Error,
-            cause,
-            status: None,
-            content: None,
-        }
-    }
-
-    fn invalid(cause: String, status: u16) -> Failed {
-        Failed {
-            failure: ModelFailure::InvalidJson,
-            cause,
-            status: Some(status),
-            content: None,
-        }
-    }
-}
-
-fn http_client(max_idle: usize) -> Result<reqwest::Client, ModelConfigError> {
-    reqwest::Client::builder()
-        // A model endpoint never redirects legitimately; following one would re-send the body.
-        .redirect(reqwest::redirect::Policy::none())
-        // One attempt per call (see the module doc): reqwest's own retry layer would also
-        // clone every request in case it might replay it.
-        .retry(reqwest::retry::never().max_retries_per_request(0))
-        .pool_idle_timeout(Duration::from_secs(60))
-        .pool_max_idle_per_host(max_idle)
-        .build()
-        .map_err(|e| ModelConfigError::Client(e.to_string()))
-}
-
 #[derive(Clone)]
 struct Inner {
     client: reqwest::Client,
@@ -309,14 +138,7 @@ impl OpenAiCompatibleModel {
         profiles: Arc<Profiles>,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, ModelConfigError> {
-        let known = || {
-            profiles
-                .profiles
-                .keys()
-                .cloned()
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
+        let known = || profiles.names();
         let classifier_name = &settings.route_stickiness_llm_profile;
         let classifier = match profiles.get(classifier_name) {
             // Served by `ConfiguredModel`'s embeddings model, not over chat completions.
@@ -510,260 +332,6 @@ impl OpenAiCompatibleModel {
             .assistant(&request.assistant)
             .filter(|a| a.tools.get(&tx.tool).is_some_and(|t| t.agent == tx.agent))
     }
-
-    async fn call<T>(
-        &self,
-        skill: Skill,
-        endpoint: &Endpoint,
-        max_tokens: u32,
-        // Built once a slot is free: a call waiting for one holds no prompt.
-        messages: impl FnOnce() -> Vec<ChatMessage>,
-        ctx: CallContext<'_>,
-        parse: fn(&Value) -> ModelAnswer<T>,
-    ) -> RawAnswer<T> {
-        let _slot = crate::model::acquire_slot(&self.inner.slots).await;
-        let started = Instant::now();
-        let body = prompt::chat_request(&endpoint.profile, max_tokens, messages());
-        // Boxed: the HTTP exchange's future is most of this call's size, and every turn waiting
-        // for a slot (thousands at a time under a slow model) would otherwise hold one unstarted.
-        let exchanged = match tokio::time::timeout(
-            endpoint.timeout,
-            Box::pin(self.exchange(skill, endpoint, ctx, &body)),
-        )
-        .await
-        {
-            Ok(result) => result,
-            Err(_) => Err(Failed {
-                failure: ModelFailure::Timeout,
-                cause: format!(
-                    "no complete answer within {:?} (profile `{}` timeout_seconds)",
-                    endpoint.timeout, endpoint.profile.name
-                ),
-                status: None,
-                content: None,
-            }),
-        };
-        let (content, status, answer, cause) = match exchanged {
-            Ok((status, content)) => match extract_json_object(&content) {
-                None => (
-                    Some(content),
-                    Some(status),
-                    Err(ModelFailure::InvalidJson),
-                    Some("the model's answer holds no JSON object".to_owned()),
-                ),
-                Some(v) => {
-                    let answer = parse(&v);
-                    let cause = answer.is_err().then(|| {
-                        format!(
-                            "the model's JSON does not match the {} schema",
-                            skill.as_str()
-                        )
-                    });
-                    (Some(content), Some(status), answer, cause)
-                }
-            },
-            Err(f) => (f.content, f.status, Err(f.failure), Some(f.cause)),
-        };
-        let latency = started.elapsed();
-        let profile = endpoint.profile.name.clone();
-        record(skill, &profile, &answer, latency, cause.as_deref());
-        RawAnswer {
-            skill,
-            profile,
-            content,
-            answer,
-            latency,
-            status,
-            cause,
-        }
-    }
-
-    /// One HTTP exchange: the status and the message content, or why not.
-    async fn exchange(
-        &self,
-        skill: Skill,
-        endpoint: &Endpoint,
-        ctx: CallContext<'_>,
-        body: &prompt::ChatRequest,
-    ) -> Result<(u16, String), Failed> {
-        let target = match &endpoint.target {
-            Target::Url(u) => u,
-            Target::Missing => {
-                return Err(Failed::error(format!(
-                    "profile `{}` has no base_url",
-                    endpoint.profile.name
-                )))
-            }
-            Target::Invalid { url, reason } => {
-                return Err(Failed::error(format!("invalid base URL `{url}`: {reason}")))
-            }
-        };
-        let url = target.as_str();
-        let payload = serde_json::to_vec(body)
-            .map_err(|e| Failed::error(format!("cannot encode the request: {e}")))?;
-        let mut request = self
-            .inner
-            .client
-            .post(target.clone())
-            .headers(endpoint.headers.clone())
-            .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, "application/json")
-            .header(SKILL_HEADER, skill.as_str());
-        // A turn id that cannot be a header value only loses the correlation header.
-        if let Ok(v) = HeaderValue::from_str(ctx.turn_id) {
-            request = request.header(TURN_ID_HEADER, v);
-        }
-        if ctx.speculative {
-            // A gateway can tell a call whose answer may be discarded from a needed one.
-            request = request.header(SPECULATIVE_HEADER, "true");
-        }
-        if let Some(auth) = &endpoint.auth {
-            request = request.header(AUTHORIZATION, auth.clone());
-        }
-        let mut response = request.body(payload).send().await.map_err(|e| {
-            let what = if e.is_connect() {
-                "cannot connect to"
-            } else {
-                "request failed to"
-            };
-            Failed::error(format!("{what} {url}: {}", root_cause(&e)))
-        })?;
-        let status = response.status();
-        if !status.is_success() {
-            // The body is not shown: some providers echo (part of) the key in auth errors.
-            let hint = match status.as_u16() {
-                401 | 403 => match &endpoint.profile.api_key_env {
-                    Some(var) => format!(" (check the API key in {var})"),
-                    None => " (the profile sets no api_key_env)".to_owned(),
-                },
-                _ => String::new(),
-            };
-            return Err(Failed {
-                failure: ModelFailure::Error,
-                cause: format!("HTTP {status} from {url}{hint}"),
-                status: Some(status.as_u16()),
-                content: None,
-            });
-        }
-        let code = status.as_u16();
-        if let Some(ct) = response.headers().get(CONTENT_TYPE) {
-            let ct = ct.to_str().unwrap_or("").to_ascii_lowercase();
-            if !ct.contains("json") {
-                return Err(Failed::invalid(
-                    format!("expected a JSON chat completion from {url}, got content type `{ct}`"),
-                    code,
-                ));
-            }
-        }
-        let mut bytes = Vec::new();
-        loop {
-            match response.chunk().await {
-                Ok(Some(chunk)) => {
-                    if bytes.len() + chunk.len() > MAX_RESPONSE_BYTES {
-                        return Err(Failed::error(format!(
-                            "the response from {url} exceeds {MAX_RESPONSE_BYTES} bytes"
-                        )));
-                    }
-                    bytes.extend_from_slice(&chunk);
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    return Err(Failed {
-                        failure: ModelFailure::Error,
-                        cause: format!("the response from {url} was cut short: {}", root_cause(&e)),
-                        status: Some(code),
-                        content: None,
-                    })
-                }
-            }
-        }
-        let completion: Value = serde_json::from_slice(&bytes)
-            .map_err(|_| Failed::invalid(format!("the response from {url} is not JSON"), code))?;
-        message_content(&completion)
-            .map(|c| (code, c))
-            .ok_or_else(|| {
-                Failed::invalid(
-                    format!("the response from {url} has no choices[0].message.content"),
-                    code,
-                )
-            })
-    }
-}
-
-/// `choices[0].message.content`: a string, or an array of text parts (some gateways).
-fn message_content(completion: &Value) -> Option<String> {
-    match completion.pointer("/choices/0/message/content")? {
-        Value::String(s) => Some(s.clone()),
-        Value::Array(parts) => {
-            let text: String = parts
-                .iter()
-                .filter_map(|p| p.get("text").and_then(Value::as_str))
-                .collect();
-            (!text.is_empty()).then_some(text)
-        }
-        _ => None,
-    }
-}
-
-/// The innermost error message (e.g. "Connection refused (os error 111)").
-fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut current = e;
-    while let Some(next) = current.source() {
-        current = next;
-    }
-    current.to_string()
-}
-
-fn unavailable<T>(skill: Skill, profile: &str, cause: String) -> RawAnswer<T> {
-    let answer = Err(ModelFailure::Error);
-    record(skill, profile, &answer, Duration::ZERO, Some(&cause));
-    RawAnswer {
-        skill,
-        profile: profile.to_owned(),
-        content: None,
-        answer,
-        latency: Duration::ZERO,
-        status: None,
-        cause: Some(cause),
-    }
-}
-
-/// Metrics and one log line per call: skill, profile, outcome, latency. Never the key or text.
-fn record<T>(
-    skill: Skill,
-    profile: &str,
-    answer: &ModelAnswer<T>,
-    latency: Duration,
-    cause: Option<&str>,
-) {
-    let outcome = match answer {
-        Ok(_) => "ok",
-        Err(f) => f.as_str(),
-    };
-    counter!(MODEL_REQUESTS_TOTAL, "skill" => skill.as_str(), "profile" => profile.to_owned(),
-        "outcome" => outcome)
-    .increment(1);
-    histogram!(MODEL_REQUEST_DURATION_SECONDS, "skill" => skill.as_str(),
-        "profile" => profile.to_owned())
-    .record(latency.as_secs_f64());
-    let latency_ms = u64::try_from(latency.as_millis()).unwrap_or(u64::MAX);
-    match cause {
-        None => tracing::debug!(
-            skill = skill.as_str(),
-            profile,
-            outcome,
-            latency_ms,
-            "Model call answered."
-        ),
-        Some(cause) => tracing::warn!(
-            skill = skill.as_str(),
-            profile,
-            outcome,
-            latency_ms,
-            cause,
-            "Model call failed; the engine falls back."
-        ),
-    }
 }
 
 impl DecisionModel for OpenAiCompatibleModel {
@@ -789,43 +357,5 @@ impl DecisionModel for OpenAiCompatibleModel {
         ctx: CallContext<'_>,
     ) -> ModelAnswer<InterpreterDecision> {
         self.interpret_raw(request, ctx).await.answer
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn base_urls_resolve_or_say_why() {
-        assert!(matches!(
-            resolve_target(Some("https://inference.generativeai.sa-saopaulo-1.oci.oraclecloud.com/openai/v1/")),
-            Target::Url(u) if u.as_str() == "https://inference.generativeai.sa-saopaulo-1.oci.oraclecloud.com/openai/v1/chat/completions"
-        ));
-        assert!(matches!(resolve_target(None), Target::Missing));
-        assert!(matches!(resolve_target(Some("  ")), Target::Missing));
-        assert!(matches!(
-            resolve_target(Some("ftp://x")),
-            Target::Invalid { .. }
-        ));
-        assert!(matches!(
-            resolve_target(Some("not a url")),
-            Target::Invalid { .. }
-        ));
-    }
-
-    #[test]
-    fn content_as_string_or_text_parts() {
-        let s = json!({"choices": [{"message": {"content": "{\"a\":1}"}}]});
-        assert_eq!(message_content(&s).as_deref(), Some("{\"a\":1}"));
-        let parts = json!({"choices": [{"message": {"content": [
-            {"type": "text", "text": "{\"a\":"}, {"type": "text", "text": "1}"}]}}]});
-        assert_eq!(message_content(&parts).as_deref(), Some("{\"a\":1}"));
-        assert_eq!(message_content(&json!({"choices": []})), None);
-        assert_eq!(
-            message_content(&json!({"choices": [{"message": {"content": null}}]})),
-            None
-        );
     }
 }

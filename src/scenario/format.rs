@@ -60,6 +60,17 @@ pub enum TurnInputSpec {
     Action(ChannelAction),
 }
 
+impl TurnInputSpec {
+    /// The turn's input as the engine receives it.
+    pub fn to_input(&self) -> crate::domain::turn::TurnInput {
+        use crate::domain::turn::TurnInput;
+        match self {
+            TurnInputSpec::Text(t) => TurnInput::Text(t.clone()),
+            TurnInputSpec::Action(a) => TurnInput::Action(*a),
+        }
+    }
+}
+
 /// A whole scenario, validated.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Scenario {
@@ -394,30 +405,7 @@ fn turn_of(raw: RawTurn, index: usize, err: &ErrFn<'_>) -> Result<ScenarioTurn, 
             interpreter: scripted_of(m.interpreter, &at("model.interpreter"), err)?,
         },
     };
-    let mut tools = BTreeMap::new();
-    for (name, value) in raw.tools.unwrap_or_default() {
-        let key = at(&format!("tools.{name}"));
-        let script = if name.ends_with(PRE_VALIDATION_SUFFIX) {
-            serde_json::from_value::<PreValidationScript>(value)
-                .map(ToolScript::PreValidation)
-                .map_err(|e| {
-                    err(
-                        key.clone(),
-                        format!("{e} (expected {{eligible, reason, code, data}})"),
-                    )
-                })?
-        } else {
-            serde_json::from_value::<ExecutionScript>(value)
-                .map(ToolScript::Execution)
-                .map_err(|e| {
-                    err(
-                        key.clone(),
-                        format!("{e} (expected {{ok, data, retryable, error, code}})"),
-                    )
-                })?
-        };
-        tools.insert(name, script);
-    }
+    let tools = tool_scripts(raw.tools.unwrap_or_default(), &at, err)?;
     let expect = raw.expect.map(|e| e.0).unwrap_or_default();
     for (key, value) in &expect {
         if !EXPECT_KEYS.contains(&key.as_str()) {
@@ -441,6 +429,40 @@ fn turn_of(raw: RawTurn, index: usize, err: &ErrFn<'_>) -> Result<ScenarioTurn, 
         redeliver: raw.redeliver.unwrap_or(false),
         expect,
     })
+}
+
+/// A turn's `tools:` scripts: a pre-validation script for a `<tool>` + pre-validation suffix
+/// key, an execution script for any other.
+fn tool_scripts(
+    raw_tools: Map<String, Value>,
+    at: &dyn Fn(&str) -> String,
+    err: &ErrFn<'_>,
+) -> Result<BTreeMap<String, ToolScript>, ScenarioError> {
+    let mut tools = BTreeMap::new();
+    for (name, value) in raw_tools {
+        let key = at(&format!("tools.{name}"));
+        let script = if name.ends_with(PRE_VALIDATION_SUFFIX) {
+            serde_json::from_value::<PreValidationScript>(value)
+                .map(ToolScript::PreValidation)
+                .map_err(|e| {
+                    err(
+                        key.clone(),
+                        format!("{e} (expected {{eligible, reason, code, data}})"),
+                    )
+                })?
+        } else {
+            serde_json::from_value::<ExecutionScript>(value)
+                .map(ToolScript::Execution)
+                .map_err(|e| {
+                    err(
+                        key.clone(),
+                        format!("{e} (expected {{ok, data, retryable, error, code}})"),
+                    )
+                })?
+        };
+        tools.insert(name, script);
+    }
+    Ok(tools)
 }
 
 fn check_expect_value(key: &str, value: &Value) -> Result<(), String> {

@@ -18,11 +18,14 @@ use crate::domain::catalog::{Catalog, Settings};
 use crate::domain::decision::Skill;
 use crate::domain::engine::Engine;
 use crate::domain::state::AgentState;
-use crate::domain::turn::{Turn, TurnInput};
+use crate::domain::turn::Turn;
+use crate::message::Output;
 use crate::model::ScriptedModel;
-use crate::pipeline::{apply_turn, CheckpointCache, Position, ProcessedTurn, TurnResult};
+use crate::pipeline::{
+    apply_turn, CheckpointCache, PipelineError, Position, ProcessedTurn, TurnResult,
+};
 use crate::ports::CheckpointStore;
-use crate::scenario::format::{load_scenario, Scenario, ScenarioTurn, TurnInputSpec};
+use crate::scenario::format::{load_scenario, Scenario, ScenarioTurn};
 use crate::scenario::matcher;
 use crate::store::InMemoryCheckpointStore;
 use crate::tool::ScriptedTools;
@@ -43,6 +46,20 @@ pub struct ScenarioResult {
     pub name: String,
     /// None when it passed; else where and why it failed.
     pub failure: Option<String>,
+}
+
+impl ScenarioResult {
+    /// The verdict of a file that does not load as a scenario: failed, named after the file.
+    pub fn unloadable(file: &Path, error: impl std::fmt::Display) -> ScenarioResult {
+        ScenarioResult {
+            file: file.display().to_string(),
+            name: file
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            failure: Some(error.to_string()),
+        }
+    }
 }
 
 /// All verdicts of a run.
@@ -124,14 +141,7 @@ pub fn run_paths(paths: &[PathBuf]) -> Result<RunReport, String> {
     let mut report = RunReport::default();
     for file in files {
         let result = match load_scenario(&file) {
-            Err(e) => ScenarioResult {
-                file: file.display().to_string(),
-                name: file
-                    .file_stem()
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
-                failure: Some(e.to_string()),
-            },
+            Err(e) => ScenarioResult::unloadable(&file, e),
             Ok(scenario) => {
                 let failure = runtime
                     .block_on(run_scenario(&scenario, &mut catalogs))
@@ -155,6 +165,17 @@ struct InProcessWorker {
     /// As the Kafka worker's: each turn after a conversation's first reads the row this worker
     /// saved; a restart starts with none.
     cache: CheckpointCache,
+}
+
+impl InProcessWorker {
+    /// A worker that has just started: its cache is empty.
+    fn start(catalog: Catalog, settings: Settings) -> InProcessWorker {
+        InProcessWorker {
+            catalog,
+            settings,
+            cache: CheckpointCache::new(SCENARIO_CACHE_BYTES),
+        }
+    }
 }
 
 /// Ample for one conversation: every turn after the first is read from the cache.
@@ -185,11 +206,7 @@ async fn run_scenario(
     };
     let settings = apply_overrides(&Settings::default(), &scenario.settings, &scenario.file)
         .map_err(|e| format!("settings: {e}"))?;
-    let mut worker = InProcessWorker {
-        catalog: load(catalogs)?,
-        settings: settings.clone(),
-        cache: CheckpointCache::new(SCENARIO_CACHE_BYTES),
-    };
+    let mut worker = InProcessWorker::start(load(catalogs)?, settings.clone());
     let store = InMemoryCheckpointStore::new();
     let mut epoch = take_lease(&store).await?;
     let mut next_offset = 0_i64;
@@ -199,20 +216,13 @@ async fn run_scenario(
         clock += spec.after_ms;
         if spec.restart {
             drop(worker);
-            worker = InProcessWorker {
-                catalog: load(catalogs)?,
-                settings: settings.clone(),
-                cache: CheckpointCache::new(SCENARIO_CACHE_BYTES),
-            };
+            worker = InProcessWorker::start(load(catalogs)?, settings.clone());
             epoch = take_lease(&store).await?;
         }
         let turn = Turn {
             turn_id: format!("turn-{n}"),
             identity: scenario.identity.clone(),
-            input: match &spec.input {
-                TurnInputSpec::Text(t) => TurnInput::Text(t.clone()),
-                TurnInputSpec::Action(a) => TurnInput::Action(*a),
-            },
+            input: spec.input.to_input(),
             locale: spec.locale,
             at_ms: clock,
         };
@@ -250,49 +260,69 @@ async fn run_scenario(
         };
         check_turn(spec, &TurnView::of(&processed)).map_err(|e| format!("turn {n}, {e}"))?;
         if spec.redeliver {
-            let before = store.get(&turn.identity);
-            // The same record before its commit: republished from the outbox, byte for byte.
-            match apply(at).await {
-                Ok(TurnResult::Republished { outputs: again }) if again == outputs => {}
-                Ok(TurnResult::Processed { ref processed, .. })
-                    if processed.outcome.duplicate && outputs.is_empty() => {}
-                other => {
-                    return Err(format!(
-                        "turn {n}, redeliver at the same offset: expected the stored outputs \
-                         republished unchanged (EV-1), got {other:?}"
-                    ))
-                }
-            }
-            // The same turn id in a new record: a duplicate that changes nothing (EV-1).
             let again = deliver(next_offset);
             next_offset += 1;
-            let again = match apply(again)
-                .await
-                .map_err(|e| format!("turn {n} (redelivered): {e}"))?
-            {
-                TurnResult::Processed { processed, outputs } if outputs.is_empty() => processed,
-                other => {
-                    return Err(format!(
-                    "turn {n}, redeliver: the second delivery produced outputs (EV-1): {other:?}"
-                ))
-                }
-            };
-            let o = &again.outcome;
-            if !o.duplicate
-                || !o.replies.is_empty()
-                || !o.events.is_empty()
-                || !o.executed.is_empty()
-                || store.get(&turn.identity) != before
-            {
-                return Err(format!(
-                    "turn {n}, redeliver: the second delivery changed something (EV-1): \
-                     replies {:?}, events {:?}, tool calls {}",
-                    o.replies,
-                    o.events.iter().map(|e| e.kind.as_str()).collect::<Vec<_>>(),
-                    o.executed.len()
-                ));
-            }
+            check_redelivery(n, &apply, at, again, &outputs, &store, &turn).await?;
         }
+    }
+    Ok(())
+}
+
+/// A redelivered turn changes nothing (EV-1): the same record again before its commit is
+/// republished from the outbox byte for byte, and the same turn id in a new record (at
+/// `again_at`) is a duplicate with no outputs, no tool call and the stored state unchanged.
+async fn check_redelivery<F, Fut>(
+    n: usize,
+    apply: &F,
+    at: Position<'static>,
+    again_at: Position<'static>,
+    outputs: &[Output],
+    store: &InMemoryCheckpointStore,
+    turn: &Turn,
+) -> Result<(), String>
+where
+    F: Fn(Position<'static>) -> Fut,
+    Fut: std::future::Future<Output = Result<TurnResult, PipelineError>>,
+{
+    let before = store.get(&turn.identity);
+    // The same record before its commit: republished from the outbox, byte for byte.
+    match apply(at).await {
+        Ok(TurnResult::Republished { outputs: again }) if again == outputs => {}
+        Ok(TurnResult::Processed { ref processed, .. })
+            if processed.outcome.duplicate && outputs.is_empty() => {}
+        other => {
+            return Err(format!(
+                "turn {n}, redeliver at the same offset: expected the stored outputs \
+                 republished unchanged (EV-1), got {other:?}"
+            ))
+        }
+    }
+    // The same turn id in a new record: a duplicate that changes nothing (EV-1).
+    let again = match apply(again_at)
+        .await
+        .map_err(|e| format!("turn {n} (redelivered): {e}"))?
+    {
+        TurnResult::Processed { processed, outputs } if outputs.is_empty() => processed,
+        other => {
+            return Err(format!(
+                "turn {n}, redeliver: the second delivery produced outputs (EV-1): {other:?}"
+            ))
+        }
+    };
+    let o = &again.outcome;
+    if !o.duplicate
+        || !o.replies.is_empty()
+        || !o.events.is_empty()
+        || !o.executed.is_empty()
+        || store.get(&turn.identity) != before
+    {
+        return Err(format!(
+            "turn {n}, redeliver: the second delivery changed something (EV-1): \
+             replies {:?}, events {:?}, tool calls {}",
+            o.replies,
+            o.events.iter().map(|e| e.kind.as_str()).collect::<Vec<_>>(),
+            o.executed.len()
+        ));
     }
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! The local test node of `scripts/services.sh` as tests, the harnesses and the benches reach it.
 
-use crate::store::cql::{CqlConfig, DEFAULT_CONTACT};
+use crate::ports::StoreError;
+use crate::store::cql::{CqlConfig, ScyllaCheckpointStore, DEFAULT_CONTACT};
 
 /// `CQL_CONTACT` (set by `scripts/services.sh env`), else the default local node.
 pub fn contact() -> String {
@@ -16,4 +17,19 @@ pub fn config(keyspace: &str) -> CqlConfig {
         request_timeout_ms: 10_000,
         ..CqlConfig::default()
     }
+}
+
+/// A store on `keyspace` of the nodes at `contact` (comma-separated), the keyspace created or
+/// migrated first; the driver's default timeouts (the harnesses run the worker's own).
+pub async fn migrated_store(
+    contact: &str,
+    keyspace: &str,
+) -> Result<ScyllaCheckpointStore, StoreError> {
+    let cql = CqlConfig {
+        contact_points: contact.split(',').map(|s| s.trim().to_owned()).collect(),
+        keyspace: keyspace.to_owned(),
+        ..CqlConfig::default()
+    };
+    ScyllaCheckpointStore::migrate(&cql).await?;
+    ScyllaCheckpointStore::connect(&cql).await
 }

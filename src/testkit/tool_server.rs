@@ -241,25 +241,11 @@ async fn handle(
     if method != Method::POST {
         return reply(405, json!({"error": "use POST"}).to_string());
     }
-    let headers: BTreeMap<String, String> = headers
-        .iter()
-        .map(|(k, v)| {
-            (
-                k.as_str().to_owned(),
-                String::from_utf8_lossy(v.as_bytes()).into_owned(),
-            )
-        })
-        .collect();
+    let headers = header_strings(&headers);
     let idempotency_key = headers.get("idempotency-key").cloned();
     let turn_id = headers.get("x-turnstile-turn-id").cloned();
     let parsed: Result<Value, String> = serde_json::from_slice(&body).map_err(|e| e.to_string());
-    let action = match parsed.as_ref().ok().and_then(|b| b.get("action")) {
-        Some(Value::String(a)) if a == "execute" => Ok(ToolAction::Execute),
-        Some(Value::String(a)) if a == "pre_validate" => Ok(ToolAction::PreValidate),
-        Some(other) => Err(format!("unknown action {other}")),
-        None if rest.trim_end_matches('/').ends_with("pre-validate") => Ok(ToolAction::PreValidate),
-        None => Ok(ToolAction::Execute),
-    };
+    let action = requested_action(&parsed, rest);
     let recorded_action = *action.as_ref().unwrap_or(&ToolAction::Execute);
     let target = match recorded_action {
         ToolAction::Execute => tool.to_owned(),
@@ -316,6 +302,30 @@ async fn handle(
         tokio::time::sleep(delay).await;
     }
     reply(answer.status, answer.body)
+}
+
+/// Every request header, its value read as (lossy) UTF-8.
+fn header_strings(headers: &HeaderMap) -> BTreeMap<String, String> {
+    headers
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.as_str().to_owned(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect()
+}
+
+/// The body's `action`; without one, the path says (`.../pre-validate`, else execute).
+fn requested_action(parsed: &Result<Value, String>, rest: &str) -> Result<ToolAction, String> {
+    match parsed.as_ref().ok().and_then(|b| b.get("action")) {
+        Some(Value::String(a)) if a == "execute" => Ok(ToolAction::Execute),
+        Some(Value::String(a)) if a == "pre_validate" => Ok(ToolAction::PreValidate),
+        Some(other) => Err(format!("unknown action {other}")),
+        None if rest.trim_end_matches('/').ends_with("pre-validate") => Ok(ToolAction::PreValidate),
+        None => Ok(ToolAction::Execute),
+    }
 }
 
 impl Inner {

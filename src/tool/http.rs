@@ -304,7 +304,7 @@ impl HttpToolGateway {
         let started_at_ms = now_ms();
         let clock = Instant::now();
         let exchange = async {
-            let mut response = self
+            let response = self
                 .client
                 .post(url.clone())
                 .header(CONTENT_TYPE, "application/json")
@@ -317,15 +317,7 @@ impl HttpToolGateway {
                 .send()
                 .await?;
             let status = response.status();
-            let mut bytes = Vec::new();
-            while let Some(chunk) = response.chunk().await? {
-                let room = MAX_RESPONSE_BYTES - bytes.len();
-                bytes.extend_from_slice(&chunk[..chunk.len().min(room)]);
-                if chunk.len() >= room {
-                    break;
-                }
-            }
-            Ok::<_, reqwest::Error>((status, String::from_utf8_lossy(&bytes).into_owned()))
+            Ok::<_, reqwest::Error>((status, read_bounded(response).await?))
         };
         let result = tokio::time::timeout(timeout, exchange).await;
         let ended_at_ms = now_ms();
@@ -533,6 +525,19 @@ fn error_detail(status: StatusCode, body: &str) -> String {
     } else {
         bounded(&text)
     }
+}
+
+/// The response body, cut at [`MAX_RESPONSE_BYTES`] (a runaway endpoint cannot exhaust memory).
+async fn read_bounded(mut response: reqwest::Response) -> Result<String, reqwest::Error> {
+    let mut bytes = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        let room = MAX_RESPONSE_BYTES - bytes.len();
+        bytes.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if chunk.len() >= room {
+            break;
+        }
+    }
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// A transport failure without the URL (it may carry credentials) and with its causes.

@@ -236,6 +236,42 @@ impl Committer {
         }
     }
 
+    /// After a committed transaction: the cache trusted again, the turns' ages recorded, the
+    /// published outputs dropped, the committed offsets remembered.
+    fn on_committed(&mut self, tpl: &TopicPartitionList, batch: Vec<(i32, usize)>) {
+        self.cache.resume();
+        // Drop what was published; remember the marks.
+        let now_ms = unix_millis();
+        let age = histogram!(telemetry::TURN_AGE_SECONDS);
+        for (p, i) in &batch {
+            let stamp = self.pending.get(p).and_then(|l| l.get(*i));
+            if let Some(secs) = stamp.and_then(|e| turn_age_seconds(now_ms, e.record_timestamp_ms))
+            {
+                age.record(secs);
+            }
+        }
+        let mut by_partition: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
+        for (p, i) in batch {
+            by_partition.entry(p).or_default().push(i);
+        }
+        for (p, mut idx) in by_partition {
+            idx.sort_unstable_by(|a, b| b.cmp(a));
+            if let Some(list) = self.pending.get_mut(&p) {
+                for i in idx {
+                    list.swap_remove(i);
+                }
+            }
+        }
+        for elem in tpl.elements() {
+            if let Offset::Offset(o) = elem.offset() {
+                self.last_committed.insert(elem.partition(), o);
+                if let Ok(mut m) = self.marks.lock() {
+                    m.insert(elem.partition(), o);
+                }
+            }
+        }
+    }
+
     /// One transaction: every publishable output, then the offsets with their metadata.
     /// Returns false when the transaction was aborted (it is retried on the next tick).
     fn commit(&mut self) -> Result<bool, CommitError> {
@@ -279,38 +315,7 @@ impl Committer {
         let result = self.transact(&tpl, &batch);
         let committed = match result {
             Ok(()) => {
-                self.cache.resume();
-                // Drop what was published; remember the marks.
-                let now_ms = unix_millis();
-                let age = histogram!(telemetry::TURN_AGE_SECONDS);
-                for (p, i) in &batch {
-                    let stamp = self.pending.get(p).and_then(|l| l.get(*i));
-                    if let Some(secs) =
-                        stamp.and_then(|e| turn_age_seconds(now_ms, e.record_timestamp_ms))
-                    {
-                        age.record(secs);
-                    }
-                }
-                let mut by_partition: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
-                for (p, i) in batch {
-                    by_partition.entry(p).or_default().push(i);
-                }
-                for (p, mut idx) in by_partition {
-                    idx.sort_unstable_by(|a, b| b.cmp(a));
-                    if let Some(list) = self.pending.get_mut(&p) {
-                        for i in idx {
-                            list.swap_remove(i);
-                        }
-                    }
-                }
-                for elem in tpl.elements() {
-                    if let Offset::Offset(o) = elem.offset() {
-                        self.last_committed.insert(elem.partition(), o);
-                        if let Ok(mut m) = self.marks.lock() {
-                            m.insert(elem.partition(), o);
-                        }
-                    }
-                }
+                self.on_committed(&tpl, batch);
                 true
             }
             Err(e) => {

@@ -104,97 +104,9 @@ impl WorkerConfig {
     pub fn from_env(env: impl Fn(&str) -> Option<String>) -> Result<WorkerConfig, ConfigErrors> {
         let mut c = WorkerConfig::default();
         let mut errors = Vec::new();
-        let text = |name: &str, slot: &mut String| {
-            if let Some(v) = env(name).filter(|v| !v.trim().is_empty()) {
-                *slot = v.trim().to_owned();
-            }
-        };
-        text("TURNSTILE_BROKERS", &mut c.brokers);
-        text("TURNSTILE_GROUP_ID", &mut c.group_id);
-        text("TURNSTILE_INSTANCE_ID", &mut c.instance_id);
-        text("TURNSTILE_TOPIC_TURNS", &mut c.topics.inbound);
-        text("TURNSTILE_TOPIC_REPLIES", &mut c.topics.replies);
-        text("TURNSTILE_TOPIC_EVENTS", &mut c.topics.events);
-        text("TURNSTILE_TOPIC_DEAD_LETTERS", &mut c.topics.dead_letters);
-        text("TURNSTILE_LISTEN", &mut c.listen);
-        let mut number = |name: &str, slot: &mut usize, min: usize| {
-            if let Some(v) = env(name).filter(|v| !v.trim().is_empty()) {
-                match v.trim().parse::<usize>() {
-                    Ok(n) if n >= min => *slot = n,
-                    _ => errors.push(ConfigError {
-                        file: LABEL.into(),
-                        key: name.into(),
-                        problem: format!("`{v}` is not a whole number >= {min}"),
-                        fix: format!("set {name} to a whole number of at least {min}"),
-                    }),
-                }
-            }
-        };
-        number(
-            "TURNSTILE_MAX_IN_FLIGHT_PER_PARTITION",
-            &mut c.max_in_flight_per_partition,
-            1,
-        );
-        number("TURNSTILE_MAX_IN_FLIGHT", &mut c.max_in_flight, 1);
-        number(
-            "TURNSTILE_MODEL_MAX_CONCURRENCY",
-            &mut c.model_max_concurrency,
-            1,
-        );
-        number(
-            "TURNSTILE_EMBEDDINGS_MAX_CONCURRENCY",
-            &mut c.embeddings_max_concurrency,
-            1,
-        );
-        number(
-            "TURNSTILE_STORE_MAX_CONCURRENCY",
-            &mut c.store_max_concurrency,
-            1,
-        );
-        number(
-            "TURNSTILE_CHECKPOINT_CACHE_BYTES",
-            &mut c.checkpoint_cache_bytes,
-            0,
-        );
-        number(
-            "TURNSTILE_MAX_BUFFERED_PER_PARTITION",
-            &mut c.max_buffered_per_partition,
-            1,
-        );
-        number(
-            "TURNSTILE_MAX_BUFFERED_BYTES",
-            &mut c.max_buffered_bytes,
-            1024,
-        );
-        number("TURNSTILE_MAX_PAYLOAD_BYTES", &mut c.max_payload_bytes, 256);
-        let mut millis = |name: &str, slot: &mut Duration, min: u64| {
-            if let Some(v) = env(name).filter(|v| !v.trim().is_empty()) {
-                match v.trim().parse::<u64>() {
-                    Ok(n) if n >= min => *slot = Duration::from_millis(n),
-                    _ => errors.push(ConfigError {
-                        file: LABEL.into(),
-                        key: name.into(),
-                        problem: format!("`{v}` is not a number of milliseconds >= {min}"),
-                        fix: format!("set {name} to milliseconds, e.g. {}", min.max(50)),
-                    }),
-                }
-            }
-        };
-        millis("TURNSTILE_COMMIT_INTERVAL_MS", &mut c.commit_interval, 1);
-        millis("TURNSTILE_DRAIN_BUDGET_MS", &mut c.drain_budget, 0);
-        // Derived from the (possibly overridden) drain budget unless set explicitly.
-        c.transaction_timeout = c.drain_budget + TRANSACTION_TIMEOUT_MARGIN;
-        millis(
-            "TURNSTILE_TRANSACTION_TIMEOUT_MS",
-            &mut c.transaction_timeout,
-            MIN_TRANSACTION_TIMEOUT_MS,
-        );
-        millis(
-            "TURNSTILE_SESSION_TIMEOUT_MS",
-            &mut c.session_timeout,
-            6_000,
-        );
-        millis("TURNSTILE_LAG_INTERVAL_MS", &mut c.lag_interval, 100);
+        c.read_names(&env);
+        c.read_limits(&env, &mut errors);
+        c.read_timings(&env, &mut errors);
         #[cfg(feature = "harness")]
         if let Some(v) = env("TURNSTILE_FAULT_ABORT_AFTER_SAVES").filter(|v| !v.trim().is_empty()) {
             match v.trim().parse::<u64>() {
@@ -224,6 +136,139 @@ impl WorkerConfig {
         } else {
             Err(ConfigErrors(errors))
         }
+    }
+
+    /// Broker, group, instance, topics and listen address: text settings, blank means default.
+    fn read_names(&mut self, env: &impl Fn(&str) -> Option<String>) {
+        env_text(env, "TURNSTILE_BROKERS", &mut self.brokers);
+        env_text(env, "TURNSTILE_GROUP_ID", &mut self.group_id);
+        env_text(env, "TURNSTILE_INSTANCE_ID", &mut self.instance_id);
+        env_text(env, "TURNSTILE_TOPIC_TURNS", &mut self.topics.inbound);
+        env_text(env, "TURNSTILE_TOPIC_REPLIES", &mut self.topics.replies);
+        env_text(env, "TURNSTILE_TOPIC_EVENTS", &mut self.topics.events);
+        env_text(
+            &env,
+            "TURNSTILE_TOPIC_DEAD_LETTERS",
+            &mut self.topics.dead_letters,
+        );
+        env_text(env, "TURNSTILE_LISTEN", &mut self.listen);
+    }
+
+    /// Concurrency, buffer, cache and payload limits: whole numbers with a lower bound.
+    fn read_limits(
+        &mut self,
+        env: &impl Fn(&str) -> Option<String>,
+        errors: &mut Vec<ConfigError>,
+    ) {
+        env_number(
+            env,
+            errors,
+            "TURNSTILE_MAX_IN_FLIGHT_PER_PARTITION",
+            &mut self.max_in_flight_per_partition,
+            1,
+        );
+        env_number(
+            env,
+            errors,
+            "TURNSTILE_MAX_IN_FLIGHT",
+            &mut self.max_in_flight,
+            1,
+        );
+        env_number(
+            env,
+            errors,
+            "TURNSTILE_MODEL_MAX_CONCURRENCY",
+            &mut self.model_max_concurrency,
+            1,
+        );
+        env_number(
+            env,
+            errors,
+            "TURNSTILE_EMBEDDINGS_MAX_CONCURRENCY",
+            &mut self.embeddings_max_concurrency,
+            1,
+        );
+        env_number(
+            env,
+            errors,
+            "TURNSTILE_STORE_MAX_CONCURRENCY",
+            &mut self.store_max_concurrency,
+            1,
+        );
+        env_number(
+            env,
+            errors,
+            "TURNSTILE_CHECKPOINT_CACHE_BYTES",
+            &mut self.checkpoint_cache_bytes,
+            0,
+        );
+        env_number(
+            env,
+            errors,
+            "TURNSTILE_MAX_BUFFERED_PER_PARTITION",
+            &mut self.max_buffered_per_partition,
+            1,
+        );
+        env_number(
+            env,
+            errors,
+            "TURNSTILE_MAX_BUFFERED_BYTES",
+            &mut self.max_buffered_bytes,
+            1024,
+        );
+        env_number(
+            env,
+            errors,
+            "TURNSTILE_MAX_PAYLOAD_BYTES",
+            &mut self.max_payload_bytes,
+            256,
+        );
+    }
+
+    /// Commit interval, drain budget, transaction and session timeouts, lag interval: milliseconds
+    /// with a lower bound; the transaction timeout follows the drain budget unless set.
+    fn read_timings(
+        &mut self,
+        env: &impl Fn(&str) -> Option<String>,
+        errors: &mut Vec<ConfigError>,
+    ) {
+        env_millis(
+            env,
+            errors,
+            "TURNSTILE_COMMIT_INTERVAL_MS",
+            &mut self.commit_interval,
+            1,
+        );
+        env_millis(
+            env,
+            errors,
+            "TURNSTILE_DRAIN_BUDGET_MS",
+            &mut self.drain_budget,
+            0,
+        );
+        // Derived from the (possibly overridden) drain budget unless set explicitly.
+        self.transaction_timeout = self.drain_budget + TRANSACTION_TIMEOUT_MARGIN;
+        env_millis(
+            env,
+            errors,
+            "TURNSTILE_TRANSACTION_TIMEOUT_MS",
+            &mut self.transaction_timeout,
+            MIN_TRANSACTION_TIMEOUT_MS,
+        );
+        env_millis(
+            env,
+            errors,
+            "TURNSTILE_SESSION_TIMEOUT_MS",
+            &mut self.session_timeout,
+            6_000,
+        );
+        env_millis(
+            env,
+            errors,
+            "TURNSTILE_LAG_INTERVAL_MS",
+            &mut self.lag_interval,
+            100,
+        );
     }
 
     fn validate(&self, errors: &mut Vec<ConfigError>) {
@@ -298,6 +343,55 @@ fn env_overrides(env: &impl Fn(&str) -> Option<String>) -> Vec<(String, String)>
             env(&var).map(|v| ((*name).to_owned(), v))
         })
         .collect()
+}
+
+/// A text setting: `name`'s trimmed value into `slot`, unless unset or blank.
+fn env_text(env: &impl Fn(&str) -> Option<String>, name: &str, slot: &mut String) {
+    if let Some(v) = env(name).filter(|v| !v.trim().is_empty()) {
+        *slot = v.trim().to_owned();
+    }
+}
+
+/// A whole-number setting of at least `min` into `slot`; anything else is an error naming it.
+fn env_number(
+    env: &impl Fn(&str) -> Option<String>,
+    errors: &mut Vec<ConfigError>,
+    name: &str,
+    slot: &mut usize,
+    min: usize,
+) {
+    if let Some(v) = env(name).filter(|v| !v.trim().is_empty()) {
+        match v.trim().parse::<usize>() {
+            Ok(n) if n >= min => *slot = n,
+            _ => errors.push(ConfigError {
+                file: LABEL.into(),
+                key: name.into(),
+                problem: format!("`{v}` is not a whole number >= {min}"),
+                fix: format!("set {name} to a whole number of at least {min}"),
+            }),
+        }
+    }
+}
+
+/// A setting in milliseconds, at least `min`, into `slot`; anything else is an error naming it.
+fn env_millis(
+    env: &impl Fn(&str) -> Option<String>,
+    errors: &mut Vec<ConfigError>,
+    name: &str,
+    slot: &mut Duration,
+    min: u64,
+) {
+    if let Some(v) = env(name).filter(|v| !v.trim().is_empty()) {
+        match v.trim().parse::<u64>() {
+            Ok(n) if n >= min => *slot = Duration::from_millis(n),
+            _ => errors.push(ConfigError {
+                file: LABEL.into(),
+                key: name.into(),
+                problem: format!("`{v}` is not a number of milliseconds >= {min}"),
+                fix: format!("set {name} to milliseconds, e.g. {}", min.max(50)),
+            }),
+        }
+    }
 }
 
 #[cfg(test)]

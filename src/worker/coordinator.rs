@@ -136,44 +136,48 @@ where
                 self.health.joined.store(true, Ordering::Relaxed);
                 self.health.publish();
             }
-            ConsumerEvent::Record(record) => {
-                let size = record.size();
-                let Some(st) = self.partitions.get_mut(&record.partition) else {
-                    self.release_bytes(size);
-                    return;
-                };
-                if st.revoking {
-                    self.release_bytes(size);
-                    return;
-                }
-                let _ = self
-                    .commit_tx
-                    .send(CommitCommand::Delivered(record.partition, record.offset));
-                if st.offsets.is_completed(record.offset) {
-                    // The previous owner committed this turn's outputs already.
-                    let _ = self.commit_tx.send(CommitCommand::Completed {
-                        partition: record.partition,
-                        offset: record.offset,
-                        turn_id: String::new(),
-                        outputs: Vec::new(),
-                        // Not this owner's turn: its age was counted when it was committed.
-                        record_timestamp_ms: None,
-                    });
-                    self.release_bytes(size);
-                    return;
-                }
-                let key = record
-                    .key
-                    .as_deref()
-                    .map(|k| String::from_utf8_lossy(k).into_owned())
-                    .unwrap_or_default();
-                let partition = record.partition;
-                st.queue.push(key, record);
-                if !st.paused && st.queue.buffered() >= self.config.max_buffered_per_partition {
-                    st.paused = true;
-                    let _ = self.cmd_tx.send(ConsumerCommand::Pause(vec![partition]));
-                }
-            }
+            ConsumerEvent::Record(record) => self.on_record(record),
+        }
+    }
+
+    /// A fetched record: queued behind its key, unless its partition is gone or revoking, or
+    /// the previous owner already completed it; pauses the partition when its buffer is full.
+    fn on_record(&mut self, record: FetchedRecord) {
+        let size = record.size();
+        let Some(st) = self.partitions.get_mut(&record.partition) else {
+            self.release_bytes(size);
+            return;
+        };
+        if st.revoking {
+            self.release_bytes(size);
+            return;
+        }
+        let _ = self
+            .commit_tx
+            .send(CommitCommand::Delivered(record.partition, record.offset));
+        if st.offsets.is_completed(record.offset) {
+            // The previous owner committed this turn's outputs already.
+            let _ = self.commit_tx.send(CommitCommand::Completed {
+                partition: record.partition,
+                offset: record.offset,
+                turn_id: String::new(),
+                outputs: Vec::new(),
+                // Not this owner's turn: its age was counted when it was committed.
+                record_timestamp_ms: None,
+            });
+            self.release_bytes(size);
+            return;
+        }
+        let key = record
+            .key
+            .as_deref()
+            .map(|k| String::from_utf8_lossy(k).into_owned())
+            .unwrap_or_default();
+        let partition = record.partition;
+        st.queue.push(key, record);
+        if !st.paused && st.queue.buffered() >= self.config.max_buffered_per_partition {
+            st.paused = true;
+            let _ = self.cmd_tx.send(ConsumerCommand::Pause(vec![partition]));
         }
     }
 

@@ -114,54 +114,9 @@ where
     T: ToolGateway + Send + Sync + 'static,
     S: CheckpointStore + Send + Sync + 'static,
 {
-    telemetry::record_in_flight_limits(config.max_in_flight, config.max_in_flight_per_partition);
-    telemetry::record_buffer_capacity(config.max_buffered_per_partition);
-    tracing::info!(
-        drain_budget_ms = config.drain_budget.as_millis() as u64,
-        transaction_timeout_ms = config.transaction_timeout.as_millis() as u64,
-        kafka_security_protocol = config
-            .kafka_overrides
-            .iter()
-            .find(|(k, _)| k == "security.protocol")
-            .map_or("PLAINTEXT", |(_, v)| v.as_str()),
-        "Worker starting."
-    );
-    telemetry::register_alerted_series();
-    if let Some(partitions) = config.create_topics {
-        topics::create_topics_with(
-            &config.brokers,
-            &config.kafka_overrides,
-            &config.topics,
-            partitions,
-        )
-        .await
-        .map_err(WorkerError::Kafka)?;
-    }
+    announce_start(&config);
     let (events_tx, mut events_rx) = mpsc::unbounded_channel();
-    let context = consumer::context(
-        &config.topics.inbound,
-        events_tx.clone(),
-        config.drain_budget,
-    );
-    let consumer: Arc<consumer::WorkerConsumer> = Arc::new(
-        consumer_config(&config)
-            .create_with_context(context)
-            .map_err(|e| WorkerError::Kafka(e.to_string()))?,
-    );
-    consumer
-        .subscribe(&[&config.topics.inbound])
-        .map_err(|e| WorkerError::Kafka(e.to_string()))?;
-    let producer: BaseProducer = producer_config(&config)
-        .create()
-        .map_err(|e| WorkerError::Kafka(e.to_string()))?;
-    let producer = tokio::task::spawn_blocking(move || {
-        producer
-            .init_transactions(Duration::from_secs(60))
-            .map(|()| producer)
-    })
-    .await
-    .map_err(|e| WorkerError::Kafka(e.to_string()))?
-    .map_err(|e| WorkerError::Kafka(format!("init_transactions: {e}")))?;
+    let (consumer, producer) = kafka_clients(&config, events_tx.clone()).await?;
     health.broker_ok.store(true, Ordering::Relaxed);
     health.publish();
 
@@ -184,6 +139,161 @@ where
     let (cmd_tx, cmd_rx) = std_mpsc::channel::<ConsumerCommand>();
     let stop = Arc::new(AtomicBool::new(false));
     let buffered_bytes = Arc::new(AtomicUsize::new(0));
+    let (consumer_thread, watermark_thread) = spawn_polling(
+        &consumer,
+        &config,
+        events_tx,
+        cmd_rx,
+        &stop,
+        &buffered_bytes,
+    )?;
+
+    let shared = shared_services(&config, services, cache, &health);
+    let mut coordinator = Coordinator {
+        config: config.clone(),
+        shared,
+        partitions: BTreeMap::new(),
+        revocations: Vec::new(),
+        permits: Arc::new(Semaphore::new(config.max_in_flight)),
+        in_flight: HashMap::new(),
+        commit_tx: commit_tx.clone(),
+        cmd_tx,
+        buffered_bytes,
+        marks,
+        health: health.clone(),
+    };
+    coordinate(
+        &mut coordinator,
+        &mut events_rx,
+        shutdown,
+        config.drain_budget,
+    )
+    .await;
+    // Commit what finished, then leave the group (the revocation callback answers at once).
+    let (ack_tx, ack_rx) = std_mpsc::sync_channel(1);
+    let _ = commit_tx.send(CommitCommand::Flush(ack_tx));
+    let _ = tokio::task::spawn_blocking(move || ack_rx.recv_timeout(Duration::from_secs(30))).await;
+    stop.store(true, Ordering::Relaxed);
+    let answer_revocations = tokio::spawn(async move {
+        while let Some(ev) = events_rx.recv().await {
+            if let ConsumerEvent::Revoked { done, .. } = ev {
+                let _ = done.send(());
+            }
+        }
+    });
+    let _ = tokio::task::spawn_blocking(move || consumer_thread.join()).await;
+    let _ = tokio::task::spawn_blocking(move || watermark_thread.join()).await;
+    answer_revocations.abort();
+    drop(coordinator);
+    drop(commit_tx);
+    match tokio::task::spawn_blocking(move || committer_thread.join()).await {
+        Ok(Ok(result)) => result?,
+        _ => tracing::warn!("Committer thread ended abnormally."),
+    }
+    tracing::info!("Worker stopped.");
+    Ok(())
+}
+
+/// What every turn task shares: the services (the store wrapped in the one retry layer, its
+/// availability wired to readiness), the topics, the decode limits and the checkpoint cache.
+fn shared_services<M, T, S>(
+    config: &WorkerConfig,
+    services: Services<M, T, S>,
+    cache: Arc<CheckpointCache>,
+    health: &Arc<Health>,
+) -> Arc<Shared<M, T, S>>
+where
+    M: DecisionModel + Send + Sync + 'static,
+    T: ToolGateway + Send + Sync + 'static,
+    S: CheckpointStore + Send + Sync + 'static,
+{
+    let store_health = health.clone();
+    let store = RetryingStore::new(services.store).on_availability(Arc::new(move |ok| {
+        store_health.store_ok.store(ok, Ordering::Relaxed);
+        store_health.publish();
+    }));
+    Arc::new(Shared {
+        catalog: services.catalog,
+        settings: services.settings,
+        model: services.model,
+        tools: services.tools,
+        store,
+        topics: config.topics.clone(),
+        limits: DecodeLimits {
+            max_payload_bytes: config.max_payload_bytes,
+        },
+        cache,
+        #[cfg(feature = "harness")]
+        fault: fault::AbortAfterSaves::new(config.fault_abort_after_saves),
+    })
+}
+
+/// The start-up gauges and log line, and the alerted series at 0.
+fn announce_start(config: &WorkerConfig) {
+    telemetry::record_in_flight_limits(config.max_in_flight, config.max_in_flight_per_partition);
+    telemetry::record_buffer_capacity(config.max_buffered_per_partition);
+    tracing::info!(
+        drain_budget_ms = config.drain_budget.as_millis() as u64,
+        transaction_timeout_ms = config.transaction_timeout.as_millis() as u64,
+        kafka_security_protocol = config
+            .kafka_overrides
+            .iter()
+            .find(|(k, _)| k == "security.protocol")
+            .map_or("PLAINTEXT", |(_, v)| v.as_str()),
+        "Worker starting."
+    );
+    telemetry::register_alerted_series();
+}
+
+/// The Kafka side: topics created when asked, the consumer subscribed (its rebalance events go
+/// to `events_tx`), the transactional producer initialised.
+async fn kafka_clients(
+    config: &WorkerConfig,
+    events_tx: mpsc::UnboundedSender<ConsumerEvent>,
+) -> Result<(Arc<consumer::WorkerConsumer>, BaseProducer), WorkerError> {
+    if let Some(partitions) = config.create_topics {
+        topics::create_topics_with(
+            &config.brokers,
+            &config.kafka_overrides,
+            &config.topics,
+            partitions,
+        )
+        .await
+        .map_err(WorkerError::Kafka)?;
+    }
+    let context = consumer::context(&config.topics.inbound, events_tx, config.drain_budget);
+    let consumer: Arc<consumer::WorkerConsumer> = Arc::new(
+        consumer_config(config)
+            .create_with_context(context)
+            .map_err(|e| WorkerError::Kafka(e.to_string()))?,
+    );
+    consumer
+        .subscribe(&[&config.topics.inbound])
+        .map_err(|e| WorkerError::Kafka(e.to_string()))?;
+    let producer: BaseProducer = producer_config(config)
+        .create()
+        .map_err(|e| WorkerError::Kafka(e.to_string()))?;
+    let producer = tokio::task::spawn_blocking(move || {
+        producer
+            .init_transactions(Duration::from_secs(60))
+            .map(|()| producer)
+    })
+    .await
+    .map_err(|e| WorkerError::Kafka(e.to_string()))?
+    .map_err(|e| WorkerError::Kafka(format!("init_transactions: {e}")))?;
+    Ok((consumer, producer))
+}
+
+/// The consumer's poll loop and the broker-side lag's watermark loop, each on a thread of its
+/// own (librdkafka's calls block); both stop when `stop` is set.
+fn spawn_polling(
+    consumer: &Arc<consumer::WorkerConsumer>,
+    config: &WorkerConfig,
+    events_tx: mpsc::UnboundedSender<ConsumerEvent>,
+    cmd_rx: std_mpsc::Receiver<ConsumerCommand>,
+    stop: &Arc<AtomicBool>,
+    buffered_bytes: &Arc<AtomicUsize>,
+) -> Result<(std::thread::JoinHandle<()>, std::thread::JoinHandle<()>), WorkerError> {
     let consumer_thread = {
         let (consumer, topic, stop, bytes) = (
             consumer.clone(),
@@ -213,39 +323,22 @@ where
             .spawn(move || consumer::watermark_loop(consumer, topic, stop, interval))
             .map_err(|e| WorkerError::Kafka(e.to_string()))?
     };
+    Ok((consumer_thread, watermark_thread))
+}
 
-    let store_health = health.clone();
-    let store = RetryingStore::new(services.store).on_availability(Arc::new(move |ok| {
-        store_health.store_ok.store(ok, Ordering::Relaxed);
-        store_health.publish();
-    }));
-    let shared = Arc::new(Shared {
-        catalog: services.catalog,
-        settings: services.settings,
-        model: services.model,
-        tools: services.tools,
-        store,
-        topics: config.topics.clone(),
-        limits: DecodeLimits {
-            max_payload_bytes: config.max_payload_bytes,
-        },
-        cache,
-        #[cfg(feature = "harness")]
-        fault: fault::AbortAfterSaves::new(config.fault_abort_after_saves),
-    });
-    let mut coordinator = Coordinator {
-        config: config.clone(),
-        shared,
-        partitions: BTreeMap::new(),
-        revocations: Vec::new(),
-        permits: Arc::new(Semaphore::new(config.max_in_flight)),
-        in_flight: HashMap::new(),
-        commit_tx: commit_tx.clone(),
-        cmd_tx,
-        buffered_bytes,
-        marks,
-        health: health.clone(),
-    };
+/// The coordinator's loop: consumer events, finished turns, acquired epochs and a 100 ms tick,
+/// dispatching until `shutdown`, then draining until idle or `drain_budget` is spent (or the
+/// consumer is gone).
+async fn coordinate<M, T, S>(
+    coordinator: &mut Coordinator<M, T, S>,
+    events_rx: &mut mpsc::UnboundedReceiver<ConsumerEvent>,
+    shutdown: impl std::future::Future<Output = ()>,
+    drain_budget: Duration,
+) where
+    M: DecisionModel + Send + Sync + 'static,
+    T: ToolGateway + Send + Sync + 'static,
+    S: CheckpointStore + Send + Sync + 'static,
+{
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Finished>();
     let (epoch_tx, mut epoch_rx) = mpsc::unbounded_channel::<(i32, Result<i64, StoreError>)>();
     let mut tick = tokio::time::interval(Duration::from_millis(100));
@@ -263,7 +356,7 @@ where
                 coordinator.on_tick();
                 if let Some(since) = draining_since {
                     let idle = coordinator.in_flight.values().all(|n| *n == 0);
-                    if idle || since.elapsed() >= config.drain_budget {
+                    if idle || since.elapsed() >= drain_budget {
                         break;
                     }
                 }
@@ -278,29 +371,6 @@ where
             coordinator.dispatch(&done_tx);
         }
     }
-    // Commit what finished, then leave the group (the revocation callback answers at once).
-    let (ack_tx, ack_rx) = std_mpsc::sync_channel(1);
-    let _ = commit_tx.send(CommitCommand::Flush(ack_tx));
-    let _ = tokio::task::spawn_blocking(move || ack_rx.recv_timeout(Duration::from_secs(30))).await;
-    stop.store(true, Ordering::Relaxed);
-    let answer_revocations = tokio::spawn(async move {
-        while let Some(ev) = events_rx.recv().await {
-            if let ConsumerEvent::Revoked { done, .. } = ev {
-                let _ = done.send(());
-            }
-        }
-    });
-    let _ = tokio::task::spawn_blocking(move || consumer_thread.join()).await;
-    let _ = tokio::task::spawn_blocking(move || watermark_thread.join()).await;
-    answer_revocations.abort();
-    drop(coordinator);
-    drop(commit_tx);
-    match tokio::task::spawn_blocking(move || committer_thread.join()).await {
-        Ok(Ok(result)) => result?,
-        _ => tracing::warn!("Committer thread ended abnormally."),
-    }
-    tracing::info!("Worker stopped.");
-    Ok(())
 }
 
 #[cfg(test)]

@@ -17,8 +17,8 @@ use super::defaults::{
 };
 use super::load::Validator;
 use super::schema::{
-    message_slot, RawAssistant, RawExhausted, RawKind, RawParameter, RawProfileRefs, RawTool,
-    RawToolAccess,
+    message_slot, RawAgent, RawAssistant, RawEnumValue, RawExhausted, RawKind, RawMessages,
+    RawParameter, RawProfileRefs, RawSessionExamples, RawTenantRule, RawTool, RawToolAccess,
 };
 use super::validate::{names, valid_in_some_locale};
 use super::wording::RawToolWording;
@@ -58,35 +58,7 @@ impl Validator<'_> {
                 .unwrap_or_default(),
         };
 
-        // Domain agents.
-        let mut agents = BTreeMap::new();
-        if a.agents.is_empty() {
-            self.err(
-                format!("{base}.agents"),
-                "no domain agent is defined",
-                "define at least one agent the router can pick, e.g. `retail: {description: ...}`",
-            );
-        }
-        for (name, raw) in a.agents {
-            let key = format!("{base}.agents.{name}");
-            self.check_name(&key, "agent", &name);
-            if RESERVED_AGENT_NAMES.contains(&name.as_str()) {
-                self.err(
-                    &key,
-                    format!("`{name}` is reserved for session control"),
-                    "rename the agent",
-                );
-            }
-            let phrase = self.localized(raw.phrase, &name);
-            agents.insert(
-                name.clone(),
-                DomainAgent {
-                    name,
-                    description: raw.description.trim().to_owned(),
-                    phrase,
-                },
-            );
-        }
+        let agents = self.domain_agents(&base, a.agents);
 
         // Parameter definitions (shared by the tools).
         let mut params: BTreeMap<String, ParameterDef> = BTreeMap::new();
@@ -115,116 +87,13 @@ impl Validator<'_> {
             }
         }
 
-        // Tenants.
-        let mut tenants = Vec::new();
-        if a.tenants.is_empty() {
-            self.err(
-                format!("{base}.tenants"),
-                "no tenant may use this assistant",
-                "add a rule, e.g. `tenants: [{tenant: \"*\", tools: \"*\"}]` to open it to every \
-                 tenant",
-            );
-        }
-        let mut seen_tenants = BTreeSet::new();
-        for (i, rule) in a.tenants.into_iter().enumerate() {
-            let key = format!("{base}.tenants[{i}]");
-            let tenant = rule.tenant.trim().to_owned();
-            if tenant.is_empty() {
-                self.err(
-                    format!("{key}.tenant"),
-                    "the tenant is empty",
-                    "give a tenant_id, or \"*\" for every tenant",
-                );
-            } else if !seen_tenants.insert(tenant.clone()) {
-                self.err(
-                    format!("{key}.tenant"),
-                    format!("tenant `{tenant}` has more than one rule"),
-                    "merge the rules into one",
-                );
-            }
-            let access = match rule.tools {
-                RawToolAccess::All => ToolAccess::All,
-                RawToolAccess::Only(list) => {
-                    for (j, t) in list.iter().enumerate() {
-                        if !tools.contains_key(t) && !self.tool_was_defined(&base, t) {
-                            self.err(
-                                format!("{key}.tools[{j}]"),
-                                format!("tool `{t}` is not defined in this assistant"),
-                                format!("use one of: {}", names(tools.keys())),
-                            );
-                        }
-                    }
-                    ToolAccess::Only(list)
-                }
-            };
-            tenants.push(TenantRule {
-                tenant,
-                tools: access,
-            });
-        }
+        let tenants = self.tenant_rules(&base, a.tenants, &tools);
 
-        // Profiles.
-        let refs = a.profiles.unwrap_or(RawProfileRefs {
-            router: None,
-            interpreter: None,
-        });
-        let mut profile = |role: &str, value: Option<String>, default: &str| match value {
-            None => default.to_owned(),
-            Some(p) if p.trim().is_empty() => {
-                self.err(
-                    format!("{base}.profiles.{role}"),
-                    "the profile name is empty",
-                    format!(
-                        "name a profile of the profiles file, or remove the key for `{default}`"
-                    ),
-                );
-                default.to_owned()
-            }
-            Some(p) => p.trim().to_owned(),
-        };
-        let router_profile = profile("router", refs.router, DEFAULT_ROUTER_PROFILE);
-        let interpreter_profile =
-            profile("interpreter", refs.interpreter, DEFAULT_INTERPRETER_PROFILE);
+        let (router_profile, interpreter_profile) = self.profile_names(&base, a.profiles);
 
-        // Messages: defaults for every locale, then the file's overrides.
-        let mut messages: BTreeMap<Locale, MessageSet> = Locale::ALL
-            .iter()
-            .map(|&l| (l, default_messages(l)))
-            .collect();
-        for (tag, raw) in a.messages {
-            let key = format!("{base}.messages.{tag}");
-            let Some(locale) = self.locale(&key, &tag) else {
-                continue;
-            };
-            let set = messages
-                .get_mut(&locale)
-                .expect("every locale has defaults");
-            for (name, value) in raw.entries() {
-                let Some(text) = value else { continue };
-                let mkey = format!("{key}.{name}");
-                *message_slot(set, name) = self.message_template(&mkey, name, text);
-            }
-        }
+        let messages = self.assistant_messages(&base, a.messages);
 
-        let raw_session = a.session_examples.unwrap_or_default();
-        let session_examples = SessionExamples {
-            human_handoff: self.examples(
-                &format!("{base}.session_examples.human_handoff"),
-                raw_session.human_handoff,
-            ),
-            end_session: self.examples(
-                &format!("{base}.session_examples.end_session"),
-                raw_session.end_session,
-            ),
-            cancel: self.examples(
-                &format!("{base}.session_examples.cancel"),
-                raw_session.cancel,
-            ),
-            out_of_scope: self.examples(
-                &format!("{base}.session_examples.out_of_scope"),
-                raw_session.out_of_scope,
-            ),
-        };
+        let session_examples = self.session_examples(&base, a.session_examples.unwrap_or_default());
 
         let conversation = self.topics(&format!("{base}.conversation"), a.conversation, "reply");
 
@@ -248,9 +117,206 @@ impl Validator<'_> {
         })
     }
 
-    fn parameter(&mut self, key: &str, name: &str, raw: RawParameter) -> Option<ParameterDef> {
+    /// The router and interpreter profile names (the defaults when not given).
+    fn profile_names(&mut self, base: &str, refs: Option<RawProfileRefs>) -> (String, String) {
+        let refs = refs.unwrap_or(RawProfileRefs {
+            router: None,
+            interpreter: None,
+        });
+        let mut profile = |role: &str, value: Option<String>, default: &str| match value {
+            None => default.to_owned(),
+            Some(p) if p.trim().is_empty() => {
+                self.err(
+                    format!("{base}.profiles.{role}"),
+                    "the profile name is empty",
+                    format!(
+                        "name a profile of the profiles file, or remove the key for `{default}`"
+                    ),
+                );
+                default.to_owned()
+            }
+            Some(p) => p.trim().to_owned(),
+        };
+        let router_profile = profile("router", refs.router, DEFAULT_ROUTER_PROFILE);
+        let interpreter_profile =
+            profile("interpreter", refs.interpreter, DEFAULT_INTERPRETER_PROFILE);
+        (router_profile, interpreter_profile)
+    }
+
+    /// The domain agents the router can pick: at least one, none named like session control.
+    fn domain_agents(
+        &mut self,
+        base: &str,
+        raw_agents: BTreeMap<String, RawAgent>,
+    ) -> BTreeMap<String, DomainAgent> {
+        let mut agents = BTreeMap::new();
+        if raw_agents.is_empty() {
+            self.err(
+                format!("{base}.agents"),
+                "no domain agent is defined",
+                "define at least one agent the router can pick, e.g. `retail: {description: ...}`",
+            );
+        }
+        for (name, raw) in raw_agents {
+            let key = format!("{base}.agents.{name}");
+            self.check_name(&key, "agent", &name);
+            if RESERVED_AGENT_NAMES.contains(&name.as_str()) {
+                self.err(
+                    &key,
+                    format!("`{name}` is reserved for session control"),
+                    "rename the agent",
+                );
+            }
+            let phrase = self.localized(raw.phrase, &name);
+            agents.insert(
+                name.clone(),
+                DomainAgent {
+                    name,
+                    description: raw.description.trim().to_owned(),
+                    phrase,
+                },
+            );
+        }
+        agents
+    }
+
+    /// Which tenants may use the assistant and which of its tools: at least one rule, one per
+    /// tenant, naming only defined tools.
+    fn tenant_rules(
+        &mut self,
+        base: &str,
+        rules: Vec<RawTenantRule>,
+        tools: &BTreeMap<String, Tool>,
+    ) -> Vec<TenantRule> {
+        let mut tenants = Vec::new();
+        if rules.is_empty() {
+            self.err(
+                format!("{base}.tenants"),
+                "no tenant may use this assistant",
+                "add a rule, e.g. `tenants: [{tenant: \"*\", tools: \"*\"}]` to open it to every \
+             tenant",
+            );
+        }
+        let mut seen_tenants = BTreeSet::new();
+        for (i, rule) in rules.into_iter().enumerate() {
+            let key = format!("{base}.tenants[{i}]");
+            let tenant = rule.tenant.trim().to_owned();
+            if tenant.is_empty() {
+                self.err(
+                    format!("{key}.tenant"),
+                    "the tenant is empty",
+                    "give a tenant_id, or \"*\" for every tenant",
+                );
+            } else if !seen_tenants.insert(tenant.clone()) {
+                self.err(
+                    format!("{key}.tenant"),
+                    format!("tenant `{tenant}` has more than one rule"),
+                    "merge the rules into one",
+                );
+            }
+            let access = match rule.tools {
+                RawToolAccess::All => ToolAccess::All,
+                RawToolAccess::Only(list) => {
+                    for (j, t) in list.iter().enumerate() {
+                        if !tools.contains_key(t) && !self.tool_was_defined(base, t) {
+                            self.err(
+                                format!("{key}.tools[{j}]"),
+                                format!("tool `{t}` is not defined in this assistant"),
+                                format!("use one of: {}", names(tools.keys())),
+                            );
+                        }
+                    }
+                    ToolAccess::Only(list)
+                }
+            };
+            tenants.push(TenantRule {
+                tenant,
+                tools: access,
+            });
+        }
+        tenants
+    }
+
+    /// The assistant's messages: the defaults of every locale, then the file's overrides.
+    fn assistant_messages(
+        &mut self,
+        base: &str,
+        raw_messages: BTreeMap<String, RawMessages>,
+    ) -> BTreeMap<Locale, MessageSet> {
+        let mut messages: BTreeMap<Locale, MessageSet> = Locale::ALL
+            .iter()
+            .map(|&l| (l, default_messages(l)))
+            .collect();
+        for (tag, raw) in raw_messages {
+            let key = format!("{base}.messages.{tag}");
+            let Some(locale) = self.locale(&key, &tag) else {
+                continue;
+            };
+            let set = messages
+                .get_mut(&locale)
+                .expect("every locale has defaults");
+            for (name, value) in raw.entries() {
+                let Some(text) = value else { continue };
+                let mkey = format!("{key}.{name}");
+                *message_slot(set, name) = self.message_template(&mkey, name, text);
+            }
+        }
+        messages
+    }
+
+    /// The example utterances of session control (handoff, end, cancel, out of scope).
+    fn session_examples(&mut self, base: &str, raw_session: RawSessionExamples) -> SessionExamples {
+        SessionExamples {
+            human_handoff: self.examples(
+                &format!("{base}.session_examples.human_handoff"),
+                raw_session.human_handoff,
+            ),
+            end_session: self.examples(
+                &format!("{base}.session_examples.end_session"),
+                raw_session.end_session,
+            ),
+            cancel: self.examples(
+                &format!("{base}.session_examples.cancel"),
+                raw_session.cancel,
+            ),
+            out_of_scope: self.examples(
+                &format!("{base}.session_examples.out_of_scope"),
+                raw_session.out_of_scope,
+            ),
+        }
+    }
+
+    fn parameter(&mut self, key: &str, name: &str, mut raw: RawParameter) -> Option<ParameterDef> {
         let before = self.errors.len();
         let type_name = format!("{:?}", raw.kind).to_lowercase();
+        self.check_misplaced_fields(key, &raw, &type_name);
+        let kind = self.parameter_kind(key, &mut raw);
+
+        let label = self.localized(raw.label, name);
+        let wording = self.parameter_wording(key, raw.phrase, raw.gender, raw.description, &label);
+        let synonyms: Vec<String> = raw
+            .synonyms
+            .into_iter()
+            .map(|s| s.0.trim().to_owned())
+            .filter(|s| !s.is_empty())
+            .collect();
+        let example = raw.example.map(|s| s.0.trim().to_owned());
+        let kind = kind?;
+        let example = self.parameter_example(key, &kind, example, &type_name);
+        if self.errors.len() > before {
+            return None;
+        }
+        Some(ParameterDef {
+            kind,
+            label,
+            synonyms,
+            example,
+            wording,
+        })
+    }
+
+    /// Fields that belong to another type of parameter are errors.
+    fn check_misplaced_fields(&mut self, key: &str, raw: &RawParameter, type_name: &str) {
         let misplaced = |field: &str, allowed: &str| {
             (
                 format!("{key}.{field}"),
@@ -279,8 +345,12 @@ impl Validator<'_> {
         for (k, p, f) in problems {
             self.err(k, p, f);
         }
+    }
 
-        let kind = match raw.kind {
+    /// The parameter's type with its constraints, or `None` (errors recorded) when they are
+    /// invalid.
+    fn parameter_kind(&mut self, key: &str, raw: &mut RawParameter) -> Option<ParameterKind> {
+        match raw.kind {
             RawKind::Id => match raw.pattern.as_deref().map(str::trim) {
                 None | Some("") => {
                     self.err(
@@ -341,72 +411,74 @@ impl Validator<'_> {
                     max_len: DEFAULT_TEXT_MAX_LENGTH,
                 }),
             },
-            RawKind::Enum => {
-                let values = raw.values.unwrap_or_default();
-                if values.is_empty() {
-                    self.err(
-                        format!("{key}.values"),
-                        "an enum parameter needs at least one value",
-                        "list the accepted values, e.g. `values: [{value: express, synonyms: \
-                         [fast]}]`",
-                    );
-                    None
-                } else {
-                    let mut seen = BTreeMap::new();
-                    for (i, v) in values.iter().enumerate() {
-                        for (j, word) in std::iter::once(&v.value)
-                            .chain(v.synonyms.iter())
-                            .enumerate()
-                        {
-                            let wkey = if j == 0 {
-                                format!("{key}.values[{i}].value")
-                            } else {
-                                format!("{key}.values[{i}].synonyms[{}]", j - 1)
-                            };
-                            let norm = word.trim().to_lowercase();
-                            if norm.is_empty() {
-                                self.err(wkey, "the value is empty", "remove it or give a text");
-                            } else if let Some(prev) = seen.insert(norm, i) {
-                                if prev != i {
-                                    self.err(
-                                        wkey,
-                                        format!("`{word}` already means values[{prev}]"),
-                                        "give each word to one value only",
-                                    );
-                                }
-                            }
+            RawKind::Enum => self.enum_kind(key, raw.values.take().unwrap_or_default()),
+        }
+    }
+
+    /// An enum's values, each word (value or synonym) non-empty and owned by one value only.
+    fn enum_kind(&mut self, key: &str, values: Vec<RawEnumValue>) -> Option<ParameterKind> {
+        if values.is_empty() {
+            self.err(
+                format!("{key}.values"),
+                "an enum parameter needs at least one value",
+                "list the accepted values, e.g. `values: [{value: express, synonyms: \
+                 [fast]}]`",
+            );
+            None
+        } else {
+            let mut seen = BTreeMap::new();
+            for (i, v) in values.iter().enumerate() {
+                for (j, word) in std::iter::once(&v.value)
+                    .chain(v.synonyms.iter())
+                    .enumerate()
+                {
+                    let wkey = if j == 0 {
+                        format!("{key}.values[{i}].value")
+                    } else {
+                        format!("{key}.values[{i}].synonyms[{}]", j - 1)
+                    };
+                    let norm = word.trim().to_lowercase();
+                    if norm.is_empty() {
+                        self.err(wkey, "the value is empty", "remove it or give a text");
+                    } else if let Some(prev) = seen.insert(norm, i) {
+                        if prev != i {
+                            self.err(
+                                wkey,
+                                format!("`{word}` already means values[{prev}]"),
+                                "give each word to one value only",
+                            );
                         }
                     }
-                    Some(ParameterKind::Enum {
-                        values: values
-                            .into_iter()
-                            .map(|v| EnumValue {
-                                value: v.value.trim().to_owned(),
-                                synonyms: v
-                                    .synonyms
-                                    .into_iter()
-                                    .map(|s| s.trim().to_owned())
-                                    .collect(),
-                            })
-                            .collect(),
-                    })
                 }
             }
-        };
+            Some(ParameterKind::Enum {
+                values: values
+                    .into_iter()
+                    .map(|v| EnumValue {
+                        value: v.value.trim().to_owned(),
+                        synonyms: v
+                            .synonyms
+                            .into_iter()
+                            .map(|s| s.trim().to_owned())
+                            .collect(),
+                    })
+                    .collect(),
+            })
+        }
+    }
 
-        let label = self.localized(raw.label, name);
-        let wording = self.parameter_wording(key, raw.phrase, raw.gender, raw.description, &label);
-        let synonyms: Vec<String> = raw
-            .synonyms
-            .into_iter()
-            .map(|s| s.0.trim().to_owned())
-            .filter(|s| !s.is_empty())
-            .collect();
-        let example = raw.example.map(|s| s.0.trim().to_owned());
-        let kind = kind?;
-        let example = match example {
+    /// The example replies show after an invalid value: the file's, which must be valid, or the
+    /// type's default (an id parameter must give one).
+    fn parameter_example(
+        &mut self,
+        key: &str,
+        kind: &ParameterKind,
+        example: Option<String>,
+        type_name: &str,
+    ) -> Option<String> {
+        match example {
             Some(e) => {
-                if !valid_in_some_locale(&kind, &e) {
+                if !valid_in_some_locale(kind, &e) {
                     self.err(
                         format!("{key}.example"),
                         format!("example `{e}` is not a valid {type_name} value"),
@@ -425,19 +497,9 @@ impl Validator<'_> {
                          invalid value)",
                     );
                 }
-                default_example(&kind)
+                default_example(kind)
             }
-        };
-        if self.errors.len() > before {
-            return None;
         }
-        Some(ParameterDef {
-            kind,
-            label,
-            synonyms,
-            example,
-            wording,
-        })
     }
 
     fn tool(
@@ -474,48 +536,7 @@ impl Validator<'_> {
             );
         }
 
-        let mut seen = BTreeSet::new();
-        let mut parameters = Vec::new();
-        for (list, required, entries) in [
-            ("parameters", true, &raw.parameters),
-            ("optional_parameters", false, &raw.optional_parameters),
-        ] {
-            for (i, p) in entries.iter().enumerate() {
-                let pkey = format!("{key}.{list}[{i}]");
-                if !seen.insert(p.clone()) {
-                    self.err(
-                        pkey,
-                        format!("parameter `{p}` is listed more than once"),
-                        "list each parameter once, in `parameters` or `optional_parameters`",
-                    );
-                    continue;
-                }
-                match params.get(p) {
-                    Some(def) => parameters.push(ParameterSpec {
-                        name: p.clone(),
-                        kind: def.kind.clone(),
-                        required,
-                        label: def.label.clone(),
-                        synonyms: def.synonyms.clone(),
-                        example: def.example.clone(),
-                        wording: def.wording.clone(),
-                    }),
-                    None if self.parameter_was_defined(key, p) => {}
-                    None => self.err(
-                        pkey,
-                        format!("parameter `{p}` is not defined"),
-                        format!(
-                            "define it under the assistant's `parameters:`{}",
-                            if params.is_empty() {
-                                String::new()
-                            } else {
-                                format!(", or use one of: {}", names(params.keys()))
-                            }
-                        ),
-                    ),
-                }
-            }
-        }
+        let parameters = self.tool_parameters(key, &raw, params);
 
         let endpoint = self.endpoint(&format!("{key}.endpoint"), raw.endpoint);
         let explicit_pre = self.endpoint(
@@ -563,5 +584,58 @@ impl Validator<'_> {
             questions,
             wording,
         })
+    }
+
+    /// The tool's parameters (required, then optional), each listed once and defined by the
+    /// assistant.
+    fn tool_parameters(
+        &mut self,
+        key: &str,
+        raw: &RawTool,
+        params: &BTreeMap<String, ParameterDef>,
+    ) -> Vec<ParameterSpec> {
+        let mut seen = BTreeSet::new();
+        let mut parameters = Vec::new();
+        for (list, required, entries) in [
+            ("parameters", true, &raw.parameters),
+            ("optional_parameters", false, &raw.optional_parameters),
+        ] {
+            for (i, p) in entries.iter().enumerate() {
+                let pkey = format!("{key}.{list}[{i}]");
+                if !seen.insert(p.clone()) {
+                    self.err(
+                        pkey,
+                        format!("parameter `{p}` is listed more than once"),
+                        "list each parameter once, in `parameters` or `optional_parameters`",
+                    );
+                    continue;
+                }
+                match params.get(p) {
+                    Some(def) => parameters.push(ParameterSpec {
+                        name: p.clone(),
+                        kind: def.kind.clone(),
+                        required,
+                        label: def.label.clone(),
+                        synonyms: def.synonyms.clone(),
+                        example: def.example.clone(),
+                        wording: def.wording.clone(),
+                    }),
+                    None if self.parameter_was_defined(key, p) => {}
+                    None => self.err(
+                        pkey,
+                        format!("parameter `{p}` is not defined"),
+                        format!(
+                            "define it under the assistant's `parameters:`{}",
+                            if params.is_empty() {
+                                String::new()
+                            } else {
+                                format!(", or use one of: {}", names(params.keys()))
+                            }
+                        ),
+                    ),
+                }
+            }
+        }
+        parameters
     }
 }

@@ -109,6 +109,49 @@ type LoadedColumns = (
     Option<i64>,
 );
 
+/// The partition-lease statements: the LOCAL_SERIAL read, and the conditional insert and update
+/// (compare-and-set on the epoch).
+async fn prepare_lease_statements(
+    session: &Session,
+    ks: &str,
+    write: Consistency,
+) -> Result<(PreparedStatement, PreparedStatement, PreparedStatement), StoreError> {
+    // LOCAL_SERIAL read: it completes any in-progress Paxos round first, so the CAS below
+    // starts from the latest committed epoch rather than a stale replica's.
+    let lease_read = prepare(
+        session,
+        format!("SELECT epoch FROM {ks}.partition_leases WHERE topic = ? AND partition = ?"),
+        Consistency::LocalSerial,
+        true,
+    )
+    .await?;
+    // Conditional writes are never marked idempotent: a timed-out CAS may have applied. The
+    // acquire loop re-reads instead of repeating the statement.
+    let mut lease_insert = prepare(
+        session,
+        format!(
+            "INSERT INTO {ks}.partition_leases (topic, partition, epoch, owner, acquired_at) \
+             VALUES (?, ?, ?, ?, ?) IF NOT EXISTS"
+        ),
+        write,
+        false,
+    )
+    .await?;
+    lease_insert.set_serial_consistency(Some(SerialConsistency::LocalSerial));
+    let mut lease_update = prepare(
+        session,
+        format!(
+            "UPDATE {ks}.partition_leases SET epoch = ?, owner = ?, acquired_at = ? \
+             WHERE topic = ? AND partition = ? IF epoch = ?"
+        ),
+        write,
+        false,
+    )
+    .await?;
+    lease_update.set_serial_consistency(Some(SerialConsistency::LocalSerial));
+    Ok((lease_read, lease_insert, lease_update))
+}
+
 impl ScyllaCheckpointStore {
     /// Connects and prepares every statement. Fails with `Rejected` when the schema is missing
     /// (run `turnstile migrate`) and with `Unavailable` when no node answers.
@@ -152,39 +195,8 @@ impl ScyllaCheckpointStore {
             true,
         )
         .await?;
-        // LOCAL_SERIAL read: it completes any in-progress Paxos round first, so the CAS below
-        // starts from the latest committed epoch rather than a stale replica's.
-        let lease_read = prepare(
-            &session,
-            format!("SELECT epoch FROM {ks}.partition_leases WHERE topic = ? AND partition = ?"),
-            Consistency::LocalSerial,
-            true,
-        )
-        .await?;
-        // Conditional writes are never marked idempotent: a timed-out CAS may have applied. The
-        // acquire loop re-reads instead of repeating the statement.
-        let mut lease_insert = prepare(
-            &session,
-            format!(
-                "INSERT INTO {ks}.partition_leases (topic, partition, epoch, owner, acquired_at) \
-                 VALUES (?, ?, ?, ?, ?) IF NOT EXISTS"
-            ),
-            write,
-            false,
-        )
-        .await?;
-        lease_insert.set_serial_consistency(Some(SerialConsistency::LocalSerial));
-        let mut lease_update = prepare(
-            &session,
-            format!(
-                "UPDATE {ks}.partition_leases SET epoch = ?, owner = ?, acquired_at = ? \
-                 WHERE topic = ? AND partition = ? IF epoch = ?"
-            ),
-            write,
-            false,
-        )
-        .await?;
-        lease_update.set_serial_consistency(Some(SerialConsistency::LocalSerial));
+        let (lease_read, lease_insert, lease_update) =
+            prepare_lease_statements(&session, ks, write).await?;
         // system.local lives on the coordinator itself: ONE answers "is this node serving CQL".
         let ping = prepare(
             &session,
