@@ -331,7 +331,11 @@ impl Report {
             .iter()
             .map(|(k, v)| format!("{k} {v}"))
             .collect();
-        out.push_str(&format!("model calls: {}\n", calls.join(", ")));
+        if calls.is_empty() && self.mode == "kafka" {
+            out.push_str("model calls: not counted (the worker does not publish them)\n");
+        } else {
+            out.push_str(&format!("model calls: {}\n", calls.join(", ")));
+        }
         for c in played.iter().filter(|c| !c.strict_ok()) {
             out.push_str(&transcript(c));
         }
