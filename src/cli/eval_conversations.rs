@@ -220,7 +220,7 @@ async fn model_and_tools(
     })?;
     let tools = args
         .tools
-        .build_gateway(catalog, base.tool_http.clone())
+        .build_gateway(catalog, base.tool_http)
         .map_err(|e| config_error(format!("invalid tool endpoints: {e}")))?;
     Ok((model, tools))
 }
