@@ -41,7 +41,7 @@ use crate::domain::transaction::{reason, Transaction};
 use crate::domain::turn::{Turn, TurnInput};
 use crate::message::{
     format_rfc3339_ms, ActionMessage, CloudEvent, DeadLetterMessage, ReplyMessage, Topics,
-    TurnMessage, TurnSchema, HEADER_OUTPUT_ID, HEADER_TURN_ID,
+    TurnMessage, TurnSchema, HEADER_TURN_ID,
 };
 use crate::pipeline::{decode_record, outbox};
 use crate::store::cql::ScyllaCheckpointStore;
@@ -99,6 +99,13 @@ struct TurnOutputs {
     malformed: Option<String>,
 }
 
+/// One read output.
+#[derive(Debug)]
+enum Output {
+    Reply(Box<ReplyMessage>),
+    Event(Event),
+}
+
 /// Outputs of this run's turns, by turn id, filled by the reader task.
 #[derive(Debug, Default)]
 struct Inbox {
@@ -116,55 +123,103 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Inbox {
     /// Files one consumed record under its turn (records of other runs are ignored).
     fn file(&self, topics: &Topics, prefix: &str, m: &BorrowedMessage<'_>) {
-        let header = |name: &str| {
-            m.headers().and_then(|h| {
-                h.iter()
-                    .find(|x| x.key == name)
-                    .and_then(|x| x.value)
-                    .map(|v| String::from_utf8_lossy(v).into_owned())
-            })
-        };
+        let header_turn = m.headers().and_then(|h| {
+            h.iter()
+                .find(|x| x.key == HEADER_TURN_ID)
+                .and_then(|x| x.value)
+                .map(|v| String::from_utf8_lossy(v).into_owned())
+        });
+        if header_turn
+            .as_deref()
+            .is_some_and(|t| !t.starts_with(prefix))
+        {
+            return; // another run's or conversation's output: not even parsed
+        }
         let payload = m.payload().unwrap_or_default();
-        if m.topic() == topics.dead_letters {
-            if let Ok(d) = DeadLetterMessage::from_json(payload) {
-                if d.original.topic == topics.inbound {
-                    let why = format!(
-                        "the worker dead-lettered the turn ({}): {}",
-                        d.reason.as_str(),
-                        d.detail
-                    );
-                    lock(&self.dead).insert((d.original.partition, d.original.offset), why);
-                }
-            }
-            self.arrived.notify_waiters();
-            return;
-        }
-        let Some(turn_id) = header(HEADER_TURN_ID).filter(|t| t.starts_with(prefix)) else {
-            return;
+        let filed = if m.topic() == topics.dead_letters {
+            self.file_dead_letter(payload, topics, prefix)
+        } else {
+            let reply = m.topic() == topics.replies;
+            self.file_output(reply, payload, header_turn, prefix)
         };
-        let mut turns = lock(&self.turns);
-        let outputs = turns.entry(turn_id).or_default();
-        if let Some(id) = header(HEADER_OUTPUT_ID) {
-            if !outputs.output_ids.insert(id) {
-                return; // a republished output (EV-1): read once
-            }
+        if filed {
+            self.arrived.notify_waiters();
         }
-        if m.topic() == topics.replies {
-            match ReplyMessage::from_json(payload) {
-                Ok(r) => outputs.reply = Some(r),
-                Err(e) => outputs.malformed = Some(format!("a malformed reply: {}", e.detail)),
-            }
-        } else if m.topic() == topics.events {
-            match CloudEvent::from_json(payload) {
-                Ok(e) => outputs.events.push(Event {
+    }
+
+    /// A dead letter of one of this run's turns, by the inbound record's position.
+    fn file_dead_letter(&self, payload: &[u8], topics: &Topics, prefix: &str) -> bool {
+        let Ok(d) = DeadLetterMessage::from_json(payload) else {
+            return false;
+        };
+        let session = d.original.key.as_deref().and_then(|k| k.split('/').nth(2));
+        if d.original.topic != topics.inbound || !session.is_some_and(|s| s.starts_with(prefix)) {
+            return false;
+        }
+        let why = format!(
+            "the worker dead-lettered the turn ({}): {}",
+            d.reason.as_str(),
+            d.detail
+        );
+        lock(&self.dead).insert((d.original.partition, d.original.offset), why);
+        true
+    }
+
+    /// A reply or event, by the turn id and output id it carries (read once: a republished
+    /// output, EV-1, has the same id). One that does not read as its schema says is filed under
+    /// its `turn_id` header, to fail that turn.
+    fn file_output(
+        &self,
+        reply: bool,
+        payload: &[u8],
+        header_turn: Option<String>,
+        prefix: &str,
+    ) -> bool {
+        let parsed = if reply {
+            ReplyMessage::from_json(payload).map(|r| {
+                (
+                    r.turn_id.clone(),
+                    r.output_id.clone(),
+                    Output::Reply(Box::new(r)),
+                )
+            })
+        } else {
+            CloudEvent::from_json(payload).map(|e| {
+                let event = Event {
                     kind: e.kind,
                     data: Value::Object(e.data),
-                }),
-                Err(e) => outputs.malformed = Some(format!("a malformed event: {}", e.detail)),
-            }
+                };
+                (e.turnid, e.id, Output::Event(event))
+            })
+        };
+        let (turn_id, output) = match parsed {
+            Ok((turn_id, id, output)) => (turn_id, Ok((id, output))),
+            Err(e) => match header_turn {
+                Some(turn_id) => {
+                    let what = if reply { "reply" } else { "event" };
+                    (turn_id, Err(format!("a malformed {what}: {}", e.detail)))
+                }
+                None => return false,
+            },
+        };
+        if !turn_id.starts_with(prefix) {
+            return false;
         }
-        drop(turns);
-        self.arrived.notify_waiters();
+        let mut turns = lock(&self.turns);
+        let outputs = turns.entry(turn_id).or_default();
+        match output {
+            Ok((id, output)) => {
+                if !outputs.output_ids.insert(id) {
+                    return false;
+                }
+                match output {
+                    Output::Reply(r) => outputs.reply = Some(*r),
+                    Output::Event(e) => outputs.events.push(e),
+                }
+            }
+            Err(why) => outputs.malformed = Some(why),
+        }
+        true
     }
 
     fn has_any(&self, turn_id: &str) -> bool {
@@ -598,6 +653,84 @@ mod tests {
         assert_eq!(back.action.map(|a| a.kind), Some(ChannelAction::Confirm));
         assert_eq!(back.text, None);
         assert_eq!(back.identity().key(), "acme/retail-bot/eval-1-1");
+    }
+
+    /// The reply and the events of `turn` as the worker publishes them: (topic, payload, id).
+    fn published(turn: &Turn) -> Vec<(crate::message::OutputTopic, Vec<u8>, String)> {
+        use crate::domain::effect::{RouteDecision, TurnOutcome};
+        let outcome = TurnOutcome {
+            state: AgentState::default(),
+            duplicate: false,
+            replies: vec![
+                "One moment.".into(),
+                String::new(),
+                "A person will help.".into(),
+            ],
+            events: vec![Event {
+                kind: EventType::HumanHandoffRequested,
+                data: json!({"reason": "asked"}),
+            }],
+            route: Some(RouteDecision {
+                route: "human".into(),
+                intent: None,
+                handoff: true,
+                session_control: Some("HUMAN_HANDOFF".into()),
+            }),
+            executed: Vec::new(),
+            fallbacks: Vec::new(),
+            inconsistencies: Vec::new(),
+            transitions: Vec::new(),
+            settled_without_model: false,
+            results: Vec::new(),
+            handback: None,
+        };
+        crate::message::encode_outputs(turn, &outcome, 0)
+            .into_iter()
+            .map(|o| (o.topic, o.payload, o.output_id))
+            .collect()
+    }
+
+    #[test]
+    fn outputs_are_filed_by_their_turn_once_and_complete_when_the_outbox_ones_arrived() {
+        use crate::message::OutputTopic;
+        let turn = |session: &str| Turn {
+            turn_id: format!("{session}-u1"),
+            identity: Identity::new("t1", "retail-bot", session),
+            input: TurnInput::Text("a person please".into()),
+            locale: Locale::En,
+            at_ms: 0,
+        };
+        let (ours, theirs) = (turn("eval-7-1"), turn("other-1"));
+        let inbox = Inbox::default();
+        let outputs = published(&ours);
+        let ids: Vec<String> = outputs.iter().map(|o| o.2.clone()).collect();
+        let file = |(topic, payload, _): &(OutputTopic, Vec<u8>, String)| {
+            inbox.file_output(*topic == OutputTopic::Replies, payload, None, "eval-7")
+        };
+        assert!(file(&outputs[0]), "the reply is filed");
+        assert!(!file(&outputs[0]), "a republished reply is read once");
+        assert!(
+            inbox.complete(&ours.turn_id, Some(&ids)).is_none(),
+            "the event is still missing"
+        );
+        assert!(published(&theirs).iter().all(|o| !file(o)), "another run's");
+        assert!(file(&outputs[1]));
+        let filed = inbox.complete(&ours.turn_id, Some(&ids)).expect("complete");
+        let seen = observed(filed).expect("well-formed");
+        assert_eq!(seen.reply, "One moment.\nA person will help.");
+        assert!(seen.handoff_route);
+        assert_eq!(seen.events.len(), 1);
+        assert_eq!(seen.events[0].data["reason"], "asked");
+        assert!(!inbox.has_any(&ours.turn_id), "taken out once complete");
+        // A turn that published nothing is complete once its outbox entry says so.
+        assert!(inbox.complete("eval-7-2-u1", Some(&[])).is_some());
+        assert!(inbox.complete("eval-7-2-u1", None).is_none());
+        // An output that does not read as its schema says fails its turn.
+        assert!(inbox.file_output(true, b"{}", Some("eval-7-3-u1".into()), "eval-7"));
+        let bad = inbox.complete("eval-7-3-u1", None);
+        assert!(bad.is_none(), "no reply: not complete on its own");
+        let bad = inbox.complete("eval-7-3-u1", Some(&[])).expect("filed");
+        assert!(observed(bad).is_err_and(|e| e.contains("a malformed reply")));
     }
 
     #[test]
