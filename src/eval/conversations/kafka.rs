@@ -226,12 +226,14 @@ impl Inbox {
         lock(&self.turns).contains_key(turn_id)
     }
 
-    /// The turn's outputs once every expected one arrived (`None` expected: once its reply did).
+    /// The turn's outputs once every expected one arrived (`None` expected: once its reply did),
+    /// or at once when one of them is malformed (the turn fails with it).
     fn complete(&self, turn_id: &str, expected: Option<&[String]>) -> Option<TurnOutputs> {
         let mut turns = lock(&self.turns);
         let ready = match (turns.get(turn_id), expected) {
             (None, Some(ids)) => ids.is_empty(),
             (None, None) => false,
+            (Some(o), _) if o.malformed.is_some() => true,
             (Some(o), Some(ids)) => ids.iter().all(|id| o.output_ids.contains(id)),
             (Some(o), None) => o.reply.is_some(),
         };
@@ -727,9 +729,7 @@ mod tests {
         assert!(inbox.complete("eval-7-2-u1", None).is_none());
         // An output that does not read as its schema says fails its turn.
         assert!(inbox.file_output(true, b"{}", Some("eval-7-3-u1".into()), "eval-7"));
-        let bad = inbox.complete("eval-7-3-u1", None);
-        assert!(bad.is_none(), "no reply: not complete on its own");
-        let bad = inbox.complete("eval-7-3-u1", Some(&[])).expect("filed");
+        let bad = inbox.complete("eval-7-3-u1", Some(&ids)).expect("filed");
         assert!(observed(bad).is_err_and(|e| e.contains("a malformed reply")));
     }
 
