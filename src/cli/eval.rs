@@ -54,8 +54,9 @@ pub enum Command {
     /// the configured model and the tool webhooks: turn accuracy and conversation success
     /// (strict, lenient, 95 % CI), by locale and outcome class, unsafe turns, transcripts of
     /// the failures (exit 0 ran, 1 a floor not met, 64 data or configuration, 69 model service
-    /// unavailable).
-    Conversations(ConversationsArgs),
+    /// unavailable). With `--through-kafka`, against a running worker (69: its brokers, topics
+    /// or store unavailable).
+    Conversations(Box<ConversationsArgs>),
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -150,7 +151,7 @@ pub fn run(command: Command) -> u8 {
         }
         Command::Conversations(args) => runtime().map_or_else(
             |c| c,
-            |rt| rt.block_on(super::eval_conversations::run(args)),
+            |rt| rt.block_on(super::eval_conversations::run(*args)),
         ),
     }
 }

@@ -1,13 +1,16 @@
 //! `turnstile eval conversations`: whole conversations through the worker's turn path, the
-//! configured model and the tool webhooks (see [`crate::eval::conversations`]).
+//! configured model and the tool webhooks (see [`crate::eval::conversations`]) — in process, or
+//! with `--through-kafka` against a running worker ([`super::eval_conversations_kafka`]).
 //!
 //! Exit codes: 0 when it ran (whatever its figures); 1 when it ran and a floor given
 //! (`--min-turn-accuracy`, `--min-conversation-success`, `--max-unsafe`) was not met; 64 when
 //! the data cannot be played (a malformed line, a name the configuration lacks, an empty file)
 //! or the configuration, settings or profiles are invalid (as every command); 69 when the
 //! decision model cannot be built because its service is unavailable (the embeddings server,
-//! as `turnstile run`). A tool service that is down is not an error: its turns fail as the
-//! worker's would.
+//! as `turnstile run`), or, through Kafka, when the brokers, the worker's topics or its
+//! checkpoint store are unavailable. A tool service that is down is not an error: its turns fail
+//! as the worker's would. Through Kafka, a worker that does not answer is not an error either:
+//! each turn it leaves unanswered fails ("no reply within N s") and counts in the figures.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -18,11 +21,14 @@ use crate::config::settings::settings_from_env;
 use crate::domain::catalog::Catalog;
 use crate::domain::engine::Engine;
 use crate::eval::conversations::format::check_unique_ids;
-use crate::eval::conversations::{parse_conversations, Conversation, Floors, Part, Player, Report};
+use crate::eval::conversations::{
+    parse_conversations, Conversation, Floors, InProcess, Part, Played, Player, Report,
+};
 use crate::model::configured::{ConfiguredModel, ConfiguredModelError};
 use crate::model::embedding::EmbeddingModelError;
 use crate::tool::HttpToolGateway;
 
+use super::eval_conversations_kafka::{self as through_kafka, KafkaArgs};
 use super::model_args::{ModelArgs, ModelConcurrency};
 use super::run::EXIT_UNAVAILABLE;
 use super::tool_args::ToolArgs;
@@ -46,6 +52,8 @@ pub struct ConversationsArgs {
     pub model: ModelArgs,
     #[command(flatten)]
     pub tools: ToolArgs,
+    #[command(flatten)]
+    pub kafka: KafkaArgs,
     /// Which conversations: `test` = FNV-1a 64 of the id mod 3 == 0, `dev` = the rest.
     #[arg(long, default_value = "all", value_parser = ["all", "dev", "test"])]
     pub part: String,
@@ -68,32 +76,49 @@ fn fail(code: u8, message: &str) -> u8 {
     code
 }
 
-/// Everything a run needs, built from the arguments.
-struct Setup {
+/// What both ways of playing need: the configuration and the data.
+struct Base {
     catalog: Arc<Catalog>,
     settings: Arc<crate::domain::catalog::Settings>,
-    model: ConfiguredModel,
-    tools: HttpToolGateway,
+    tool_http: crate::config::tool_http::ToolHttpSettings,
     conversations: Vec<Conversation>,
 }
 
 pub async fn run(args: ConversationsArgs) -> u8 {
     let part = Part::parse(&args.part).unwrap_or(Part::All);
-    let setup = match setup(&args, part).await {
-        Ok(s) => s,
+    let base = match base(&args, part) {
+        Ok(b) => b,
         Err(code) => return code,
     };
-    let player = Player {
-        catalog: &setup.catalog,
-        engine: Engine::new(&setup.catalog, &setup.settings),
-        model: &setup.model,
-        tools: &setup.tools,
-        // The wall clock only names this run's sessions (kept apart from earlier runs' at the
-        // tool service); the turns' own times are fixed (play::EVAL_EPOCH_MS).
-        session_prefix: format!("eval-{}", crate::clock::now_ms()),
+    // The wall clock only names this run's sessions (kept apart from earlier runs' at the tool
+    // service and, through Kafka, in the worker's store); the turns' own times are fixed
+    // (play::EVAL_EPOCH_MS).
+    let session_prefix = format!("eval-{}", crate::clock::now_ms());
+    let played = if args.kafka.through_kafka {
+        through_kafka::play(
+            &args.kafka,
+            &base.catalog,
+            &base.conversations,
+            session_prefix,
+        )
+        .await
+    } else {
+        play_in_process(&args, &base, session_prefix).await
     };
-    let played = player.play_all(&setup.conversations).await;
-    let mut report = Report::new(part.as_str(), &played.conversations, played.model_calls);
+    let played = match played {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let calls = played.model_calls.clone();
+    let mut report = Report::new(part.as_str(), &played.conversations, calls);
+    if args.kafka.through_kafka {
+        report.mode = "kafka".to_owned();
+    }
+    finish(&args, report, &played)
+}
+
+/// Prints the report and names each floor not met; the exit code.
+fn finish(args: &ConversationsArgs, mut report: Report, played: &Played<'_>) -> u8 {
     let floors = Floors {
         min_turn_accuracy: args.min_turn_accuracy,
         min_conversation_success: args.min_conversation_success,
@@ -118,28 +143,64 @@ pub async fn run(args: ConversationsArgs) -> u8 {
     }
 }
 
-/// Configuration, data, model and tools, or the exit code of what failed (already reported).
-async fn setup(args: &ConversationsArgs, part: Part) -> Result<Setup, u8> {
+/// Configuration, settings and data, or the exit code of what failed (already reported).
+fn base(args: &ConversationsArgs, part: Part) -> Result<Base, u8> {
     let env = |k: &str| std::env::var(k).ok();
     let config_error = |m: String| fail(EXIT_CONFIG, &m);
     let file = load_agents_file(&args.config)
         .map_err(|e| config_error(format!("invalid configuration:\n{e}")))?;
-    let catalog = Arc::new(file.catalog);
     let settings = Arc::new(
         settings_from_env(env).map_err(|e| config_error(format!("invalid settings:\n{e}")))?,
     );
+    let conversations =
+        read_data(&args.data, &file.catalog, part).map_err(|m| fail(EXIT_CONFIG, &m))?;
+    Ok(Base {
+        catalog: Arc::new(file.catalog),
+        settings,
+        tool_http: file.tool_http,
+        conversations,
+    })
+}
+
+/// Plays in process with the model and tools built here, or the exit code of what failed.
+async fn play_in_process<'c>(
+    args: &ConversationsArgs,
+    base: &'c Base,
+    session_prefix: String,
+) -> Result<Played<'c>, u8> {
+    let (model, tools) = model_and_tools(args, base).await?;
+    let player = Player {
+        catalog: &base.catalog,
+        transport: InProcess {
+            engine: Engine::new(&base.catalog, &base.settings),
+            model: &model,
+            tools: &tools,
+        },
+        session_prefix,
+        concurrency: 1,
+    };
+    Ok(player.play_all(&base.conversations).await)
+}
+
+/// Profiles, model and tools of an in-process run, or the exit code of what failed.
+async fn model_and_tools(
+    args: &ConversationsArgs,
+    base: &Base,
+) -> Result<(ConfiguredModel, HttpToolGateway), u8> {
+    let env = |k: &str| std::env::var(k).ok();
+    let config_error = |m: String| fail(EXIT_CONFIG, &m);
+    let catalog = &base.catalog;
     let profiles = load_profiles(&args.profiles)
         .and_then(|p| {
             let config = args.config.display().to_string();
-            check_profile_references(&catalog, &config, &settings, &p).map(|()| p)
+            check_profile_references(catalog, &config, &base.settings, &p).map(|()| p)
         })
         .map_err(|e| config_error(format!("invalid profiles:\n{e}")))?;
-    let conversations = read_data(&args.data, &catalog, part).map_err(|m| fail(EXIT_CONFIG, &m))?;
     let model = args
         .model
         .build_model(
-            &catalog,
-            &settings,
+            catalog,
+            &base.settings,
             Arc::new(profiles),
             &env,
             ModelConcurrency::default(),
@@ -159,15 +220,9 @@ async fn setup(args: &ConversationsArgs, part: Part) -> Result<Setup, u8> {
     })?;
     let tools = args
         .tools
-        .build_gateway(&catalog, file.tool_http)
+        .build_gateway(catalog, base.tool_http)
         .map_err(|e| config_error(format!("invalid tool endpoints: {e}")))?;
-    Ok(Setup {
-        catalog,
-        settings,
-        model,
-        tools,
-        conversations,
-    })
+    Ok((model, tools))
 }
 
 /// Every file read and checked, ids unique over all of them, then the part kept.

@@ -5,6 +5,7 @@ pub mod chaos;
 pub mod classify;
 pub mod eval;
 pub mod eval_conversations;
+pub mod eval_conversations_kafka;
 pub mod inspect;
 pub mod migrate;
 pub mod model_args;

@@ -6,7 +6,8 @@
 //! |---|---|
 //! | [`format`](mod@format) | the JSONL reader: every problem names file, line and field; names checked against the configuration |
 //! | [`judge`] | a turn's outcome class (the spec's order), expectation matching, unsafe kinds |
-//! | [`play`] | each conversation in its own session and in-memory store through `pipeline::process_turn` |
+//! | [`play`] | each conversation in its own session, turn by turn through a transport (in process: its own in-memory store and `pipeline::process_turn`), judged the same way whichever |
+//! | [`kafka`] | the transport through Kafka against a running worker, the checkpoint read back from its store |
 //! | [`report`] | the figures (strict / lenient, Wilson 95 % intervals, by locale, by outcome), unsafe turns, transcripts |
 //!
 //! **The test part.** A conversation belongs to the `test` part when the FNV-1a 64-bit hash of
@@ -17,11 +18,13 @@
 
 pub mod format;
 pub mod judge;
+pub mod kafka;
 pub mod play;
 pub mod report;
 
 pub use format::{parse_conversations, Conversation, DataError, Expectation, OutcomeClass};
-pub use play::{Played, Player};
+pub use kafka::{KafkaPlayError, KafkaTarget, KafkaTransport};
+pub use play::{InProcess, Played, Player, TurnTransport};
 pub use report::{wilson95, Report};
 
 /// FNV-1a, 64 bits (offset basis 0xcbf29ce484222325, prime 0x100000001b3).

@@ -133,6 +133,8 @@ pub struct Failure {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
     pub part: String,
+    /// How the turns were played: `in_process`, or `kafka` (against a running worker).
+    pub mode: String,
     #[serde(flatten)]
     pub figures: Figures,
     pub by_locale: BTreeMap<String, Figures>,
@@ -175,6 +177,7 @@ impl Report {
         flagged.dedup();
         Report {
             part: part.to_owned(),
+            mode: "in_process".to_owned(),
             figures: Figures::of(played.iter()),
             by_locale,
             by_outcome: by_outcome(played),
@@ -318,6 +321,7 @@ impl Report {
                 u.detail
             ));
         }
+        out.push_str(&format!("played: {}\n", self.mode));
         out.push_str(&format!(
             "latency per turn: mean {:.1} ms, p95 {:.1} ms\n",
             self.latency_ms.mean, self.latency_ms.p95
@@ -327,7 +331,11 @@ impl Report {
             .iter()
             .map(|(k, v)| format!("{k} {v}"))
             .collect();
-        out.push_str(&format!("model calls: {}\n", calls.join(", ")));
+        if calls.is_empty() && self.mode == "kafka" {
+            out.push_str("model calls: not counted (the worker does not publish them)\n");
+        } else {
+            out.push_str(&format!("model calls: {}\n", calls.join(", ")));
+        }
         for c in played.iter().filter(|c| !c.strict_ok()) {
             out.push_str(&transcript(c));
         }
