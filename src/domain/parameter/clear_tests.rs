@@ -930,8 +930,14 @@ proptest! {
         let mut params = d.params(&["zip_code", "house_number", "amount"]);
         params.push(LabelledParameter { name: "delivery_date", kind: &date, labels: &[] });
         params.push(LabelledParameter { name: "weight", kind: &weight, labels: &[] });
+        // An amount written with its cents is distinctive for a tool that reads no other decimal
+        // or date (see `an_amount_written_with_its_cents_…`): not plain for money alone.
+        let cents = super::extraction::written_with_cents(&value);
         for locale in Locale::ALL {
-            for subset in [&params[..], &params[1..2], &params[2..3], &params[3..]] {
+            for (k, subset) in [&params[..], &params[1..2], &params[2..3], &params[3..]].into_iter().enumerate() {
+                if cents && k == 2 {
+                    continue;
+                }
                 let got = extract_clear(subset, &text, locale);
                 prop_assert!(got.is_empty(), "{text:?}: {got:?}");
             }

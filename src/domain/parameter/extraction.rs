@@ -281,7 +281,7 @@ fn distinctive(kind: &ParameterKind, text: &str, candidate: &Candidate, cents: b
 }
 
 /// `39,90`, `1.050,00`, `12.5` is not: a decimal separator followed by exactly two digits.
-fn written_with_cents(raw: &str) -> bool {
+pub(super) fn written_with_cents(raw: &str) -> bool {
     let bytes = raw.as_bytes();
     bytes.len() >= 4
         && matches!(bytes[bytes.len() - 3], b'.' | b',')
