@@ -80,10 +80,15 @@ source = open(catalogue_path, encoding="utf-8").read()
 consts = dict(re.findall(r'pub const (\w+): &str =\s*"(turnstile_[a-z0-9_]+)";', source))
 if len(consts) < 10:
     problem(f"{catalogue_path}: found only {len(consts)} metric names; did the catalogue move?")
-histograms = {consts[c] for c in re.findall(r"describe_histogram!\(\s*(\w+)", source) if c in consts}
-for c in re.findall(r"describe_(?:counter|gauge|histogram)!\(\s*(\w+)", source):
+# Kinds come from the DESCRIPTIONS table (`(MetricKind::Histogram, NAME, unit, help)`), which
+# `describe()` walks.
+described = re.findall(r"MetricKind::(Counter|Gauge|Histogram),\s*(\w+),", source)
+if not described:
+    problem(f"{catalogue_path}: no (MetricKind::…, NAME, …) entries found; did DESCRIPTIONS move?")
+histograms = {consts[c] for kind, c in described if kind == "Histogram" and c in consts}
+for _, c in described:
     if c not in consts:
-        problem(f"{catalogue_path}: describe_* of {c}, which is not a catalogue constant")
+        problem(f"{catalogue_path}: DESCRIPTIONS entry {c}, which is not a catalogue constant")
 known = set(consts.values())
 known |= {h + suffix for h in histograms for suffix in ("_bucket", "_sum", "_count")}
 # Standard Kubernetes series the dashboard and the readiness alert read, by name: cAdvisor

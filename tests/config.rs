@@ -435,6 +435,7 @@ fn settings_use_the_seed_names_and_defaults() {
         "END_SESSION_MESSAGE",
         "ROUTER_CONFIDENCE_THRESHOLD",
         "INTERPRETER_CONFIDENCE_THRESHOLD",
+        "TOPIC_CONFIDENCE_THRESHOLD",
         "SESSION_TTL",
     ] {
         assert!(SETTING_NAMES.contains(&name), "{name}");
@@ -461,6 +462,7 @@ fn settings_from_the_seed_dotenv() {
         ("END_SESSION_MESSAGE", "Bye."),
         ("ROUTER_CONFIDENCE_THRESHOLD", "0.7"),
         ("INTERPRETER_CONFIDENCE_THRESHOLD", "1"),
+        ("TOPIC_CONFIDENCE_THRESHOLD", "0.55"),
         ("SESSION_TTL", "2h"),
         ("ROUTER_SPECULATIVE", "YES"),
     ]))
@@ -477,6 +479,7 @@ fn settings_from_the_seed_dotenv() {
     assert_eq!(s.end_session_message.as_deref(), Some("Bye."));
     assert_eq!(s.router_confidence_threshold, 0.7);
     assert_eq!(s.interpreter_confidence_threshold, 1.0);
+    assert_eq!(s.topic_confidence_threshold, 0.55);
     assert_eq!(s.session_ttl_ms, 2 * 3600 * 1000);
     assert!(s.router_speculative);
     let s = settings_from_env(env(&[("SESSION_TTL", "1800")])).unwrap();

@@ -16,6 +16,7 @@ pub const HUMAN_HANDOFF_MESSAGE: &str = "HUMAN_HANDOFF_MESSAGE";
 pub const END_SESSION_MESSAGE: &str = "END_SESSION_MESSAGE";
 pub const ROUTER_CONFIDENCE_THRESHOLD: &str = "ROUTER_CONFIDENCE_THRESHOLD";
 pub const INTERPRETER_CONFIDENCE_THRESHOLD: &str = "INTERPRETER_CONFIDENCE_THRESHOLD";
+pub const TOPIC_CONFIDENCE_THRESHOLD: &str = "TOPIC_CONFIDENCE_THRESHOLD";
 pub const SESSION_TTL: &str = "SESSION_TTL";
 pub const ROUTER_SPECULATIVE: &str = "ROUTER_SPECULATIVE";
 
@@ -30,6 +31,7 @@ pub const SETTING_NAMES: &[&str] = &[
     END_SESSION_MESSAGE,
     ROUTER_CONFIDENCE_THRESHOLD,
     INTERPRETER_CONFIDENCE_THRESHOLD,
+    TOPIC_CONFIDENCE_THRESHOLD,
     SESSION_TTL,
     ROUTER_SPECULATIVE,
 ];
@@ -121,6 +123,10 @@ fn set(settings: &mut Settings, name: &str, value: &Value, file: &str) -> Result
         INTERPRETER_CONFIDENCE_THRESHOLD => {
             settings.interpreter_confidence_threshold =
                 parse_threshold(value).map_err(|p| err(p, "use a number from 0 to 1, e.g. 0.80"))?
+        }
+        TOPIC_CONFIDENCE_THRESHOLD => {
+            settings.topic_confidence_threshold =
+                parse_threshold(value).map_err(|p| err(p, "use a number from 0 to 1, e.g. 0.60"))?
         }
         ROUTE_STICKINESS_HISTORY_TURNS => {
             let n = parse_u64(value)

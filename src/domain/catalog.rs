@@ -238,6 +238,10 @@ pub struct Settings {
     pub end_session_message: Option<String>,
     pub router_confidence_threshold: f64,
     pub interpreter_confidence_threshold: f64,
+    /// A router answer that is a configured question or conversational intent (PR-3a, SC-9)
+    /// counts from this confidence: it only answers, never touches a transaction, so it needs
+    /// less certainty than a route (`TOPIC_CONFIDENCE_THRESHOLD`, default 0.60).
+    pub topic_confidence_threshold: f64,
     pub session_ttl_ms: i64,
     /// Start the router while the classifier runs (latency over cost); off by default.
     pub router_speculative: bool,
@@ -258,6 +262,7 @@ impl Default for Settings {
             end_session_message: None,
             router_confidence_threshold: 0.90,
             interpreter_confidence_threshold: 0.80,
+            topic_confidence_threshold: 0.60,
             session_ttl_ms: 30 * 60 * 1000,
             router_speculative: false,
         }

@@ -276,9 +276,15 @@ impl Run<'_> {
                 }
             }
             Ok(RouterDecision::OutOfScope { .. }) => Routed::Nowhere { out_of_scope: true },
-            Ok(
-                RouterDecision::Route { confidence, .. } | RouterDecision::Topic { confidence, .. },
-            ) if !confident(confidence, threshold) => {
+            Ok(RouterDecision::Route { confidence, .. }) if !confident(confidence, threshold) => {
+                self.fallback(Skill::Router, FallbackReason::LowConfidence);
+                Routed::Nowhere {
+                    out_of_scope: false,
+                }
+            }
+            Ok(RouterDecision::Topic { confidence, .. })
+                if !confident(confidence, self.settings.topic_confidence_threshold) =>
+            {
                 self.fallback(Skill::Router, FallbackReason::LowConfidence);
                 Routed::Nowhere {
                     out_of_scope: false,
