@@ -30,6 +30,7 @@ mod fault;
 mod kafka_clients;
 pub mod listener;
 pub mod offsets;
+pub mod partitions;
 pub mod topics;
 mod turn;
 
