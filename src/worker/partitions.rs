@@ -301,6 +301,14 @@ impl Partitions {
         self.partitions.values().filter(|p| !p.released).count()
     }
 
+    /// When the next transaction is due (`None` while one is in flight): the coordinator wakes
+    /// then with a [`Input::Tick`].
+    pub fn next_commit_at(&self) -> Option<Instant> {
+        self.in_transaction
+            .is_none()
+            .then(|| self.last_commit + self.limits.commit_interval)
+    }
+
     /// Whether shutdown's drain and flush are over.
     pub fn stopped(&self) -> bool {
         self.phase == Phase::Stopped
@@ -547,9 +555,11 @@ impl Partitions {
             if !moved && !publishable && metadata.is_empty() {
                 continue;
             }
-            turns.extend(st.pending.extract_if(.., |c| {
-                c.offset < mark || included.binary_search(&c.offset).is_ok()
-            }));
+            let (ride, wait): (Vec<Completion>, Vec<Completion>) = std::mem::take(&mut st.pending)
+                .into_iter()
+                .partition(|c| c.offset < mark || included.binary_search(&c.offset).is_ok());
+            st.pending = wait;
+            turns.extend(ride);
             offsets.push(OffsetCommit {
                 partition: *p,
                 generation: st.generation,
