@@ -2,19 +2,22 @@
 //! replies and events out through a transactional producer — exactly once per turn.
 //!
 //! Threads: the consumer thread polls and runs rebalance callbacks; the committer thread owns
-//! the transactional producer; the coordinator task dispatches records key-ordered (one turn per
-//! conversation at a time, many conversations at once) and each turn runs as its own task.
+//! the transactional producer; the coordinator task runs one `select!` loop that feeds the
+//! partition state machine ([`partitions`]: every partition fact, one copy) and carries out its
+//! commands — dispatching records key-ordered (one turn per conversation at a time, many
+//! conversations at once), each turn as its own task.
 //! Per turn: `pipeline::handle_record` (decode → load → fenced? republish? → decide, with the
 //! LC-4 write-ahead → save state + outbox), then the committer publishes the outputs with the
-//! consumed offset in one Kafka transaction.
+//! consumed offset in one Kafka transaction the state machine composed.
 //!
 //! | module | what it is |
 //! |---|---|
-//! | [`coordinator`] | assignment, revocation, lease epochs, key-ordered dispatch, in-flight bounds |
+//! | [`partitions`] | the pure state machine, `on(input, now) -> commands`: queues per key, offsets, epochs, turns running, revocations, committed marks, transactions, the drain (`docs/reliability.md`) |
+//! | [`coordinator`] | the `select!` loop: events, finished turns, epochs and commit reports in; the machine's commands carried out |
 //! | `turn` | one record's task: the pipeline inside the turn's span |
-//! | [`committer`] | the transactional producer thread: outputs + offsets, committed marks |
+//! | [`committer`] | the transactional producer thread: runs the transactions it is given, reports them |
 //! | [`consumer`] | the consumer thread: polling, rebalance callbacks, pause/resume |
-//! | [`dispatch`], [`offsets`] | per-key queues; contiguous committable offsets |
+//! | [`dispatch`], [`offsets`] | per-key queues; contiguous committable offsets (the machine's parts) |
 //! | `kafka_clients` | librdkafka settings of the consumer and the producer |
 //! | [`config`] | the `TURNSTILE_*` settings |
 //! | [`listener`] | `/metrics`, `/healthz`, `/readyz` |
