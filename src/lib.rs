@@ -15,11 +15,12 @@
 //!        ports::CheckpointStore ◄── write-ahead (LC-4) ─────────────┤   Interpret, PreValidate,
 //!                                                                   │   PersistExecuting, Execute}
 //!        ports::CheckpointStore ◄── save state + outbox ────────────┤
-//!   worker::committer ◄── outputs (replies, events, dead letters) ──┘
-//!     one Kafka transaction: outputs + consumed offset
-//!   feedback: committed offsets (committer marks) prune the outbox at the next save; the
-//!   write-ahead row lets a restarted worker finish an execution with the recorded answers; a
-//!   record redelivered after its save is republished from the outbox, byte for byte; a failed
+//!   worker::partitions ◄── outputs (replies, events, dead letters) ─┘
+//!     composes each Kafka transaction (outputs + the consumed offsets that cover them), which
+//!     worker::committer runs
+//!   feedback: committed offsets (the state machine's marks) prune the outbox at the next save;
+//!   the write-ahead row lets a restarted worker finish an execution with the recorded answers;
+//!   a record redelivered after its save is republished from the outbox, byte for byte; a failed
 //!   commit, a fence or a revocation drops cached rows (the next turn reads the store)
 //! ```
 //!
@@ -37,7 +38,7 @@
 //! | [`cli`] | subcommands of the binary (`classify`, `eval`, …) |
 //! | [`eval`] | offline evaluations on real utterances (`turnstile eval`): CLINC150's format and benchmark ([`eval::intent_benchmark`]), first-turn decisions, whole conversations ([`eval::conversations`]: played through the worker's turn path, judged turn by turn), the PR-6 recogniser report |
 //! | `chaos` (feature `harness`) | the fault harness behind `turnstile chaos` (SIGKILL, rebalance, outages, hostile input) |
-//! | [`worker`] | the Kafka worker: consumer thread, key-ordered dispatch, offsets, transactional committer |
+//! | [`worker`] | the Kafka worker: consumer thread, [`worker::partitions`] (the partition bookkeeping as a pure state machine: queues per key, offsets, epochs, revocations, drain), the coordinator carrying out its commands, transactional committer |
 //! | [`telemetry`] | the metric catalogue (names, labels, buckets) and JSON logging |
 //! | [`clock`] | the wall clock, read only at the edges |
 //! | [`scenario`] | the conversation-scenario format (`docs/scenarios.md`) and its runner |

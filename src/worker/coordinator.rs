@@ -1,83 +1,53 @@
-//! The coordinator: partition assignment and revocation, lease epochs, key-ordered dispatch of
-//! records to turn tasks, bounded in flight, and the hand-over of finished turns to the committer.
+//! The coordinator: the worker's one `select!` loop. It turns what happens (consumer events,
+//! finished turns, lease epochs, the committer's reports, ticks, shutdown) into inputs of the
+//! partition state machine ([`Partitions`]) with the time, and carries out the commands it
+//! answers: start a turn task, take a lease, pause or resume a partition, hand a transaction to
+//! the committer, answer a revocation, steer the checkpoint cache, publish gauges. It decides
+//! nothing about partitions itself.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use metrics::{counter, gauge, histogram};
-use tokio::sync::{mpsc, Semaphore};
+use rdkafka::consumer::Consumer;
+use tokio::sync::mpsc;
 
-use super::committer::{CommitCommand, CommittedMarks};
-use super::consumer::{ConsumerCommand, ConsumerEvent, FetchedRecord};
-use super::dispatch::KeyedQueue;
-#[cfg(feature = "harness")]
-use super::fault;
-use super::offsets::PartitionOffsets;
-use super::turn::process_record;
+use super::committer::broker_lag;
+use super::consumer::{ConsumerCommand, ConsumerEvent, WorkerConsumer};
+use super::partitions::{CacheCommand, Command, Finished, Input, Lag, Partitions, Start};
+use super::turn::{process_record, Shared};
 use super::{Health, WorkerConfig};
-use crate::domain::catalog::{Catalog, Settings};
-use crate::message::{DecodeLimits, Output, Topics};
-use crate::pipeline::cache::{CheckpointCache, Invalidation};
+use crate::clock;
 use crate::ports::{CheckpointStore, DecisionModel, StoreError, ToolGateway};
-use crate::store::RetryingStore;
 use crate::telemetry;
 
-/// How one record ended.
-pub(super) struct Finished {
-    pub(super) partition: i32,
-    pub(super) offset: i64,
-    pub(super) key: String,
-    pub(super) turn_id: String,
-    pub(super) outputs: Vec<Output>,
-    /// The inbound record's Kafka timestamp: the start of `turnstile_turn_age_seconds`.
-    pub(super) record_timestamp_ms: Option<i64>,
-    /// Lost the partition to a newer owner mid-turn: report nothing (IO-4).
-    pub(super) fenced: bool,
-    pub(super) outcome: &'static str,
-}
+/// How often the loop wakes with nothing to do: revocation and drain budgets, gauges.
+const TICK: Duration = Duration::from_millis(100);
 
-pub(super) struct PartitionState {
-    pub(super) queue: KeyedQueue<FetchedRecord>,
-    pub(super) offsets: PartitionOffsets,
-    pub(super) epoch: Option<i64>,
-    pub(super) paused: bool,
-    pub(super) revoking: bool,
-}
-
-pub(super) struct Revocation {
-    pub(super) partitions: Vec<i32>,
-    pub(super) done: std_mpsc::SyncSender<()>,
-    pub(super) deadline: Instant,
-}
-
-pub(super) struct Shared<M, T, S> {
-    pub(super) catalog: Arc<Catalog>,
-    pub(super) settings: Arc<Settings>,
-    pub(super) model: M,
-    pub(super) tools: T,
-    pub(super) store: RetryingStore<S>,
-    pub(super) topics: Topics,
-    pub(super) limits: DecodeLimits,
-    pub(super) cache: Arc<CheckpointCache>,
-    #[cfg(feature = "harness")]
-    pub(super) fault: fault::AbortAfterSaves,
-}
+type EpochReport = (i32, Result<i64, StoreError>);
 
 pub(super) struct Coordinator<M, T, S> {
     pub(super) config: WorkerConfig,
     pub(super) shared: Arc<Shared<M, T, S>>,
-    pub(super) partitions: BTreeMap<i32, PartitionState>,
-    pub(super) revocations: Vec<Revocation>,
-    pub(super) permits: Arc<Semaphore>,
-    pub(super) in_flight: HashMap<i32, usize>,
-    pub(super) commit_tx: std_mpsc::Sender<CommitCommand>,
+    pub(super) machine: Partitions,
+    pub(super) commit_tx: std_mpsc::Sender<super::partitions::Transaction>,
     pub(super) cmd_tx: std_mpsc::Sender<ConsumerCommand>,
     pub(super) buffered_bytes: Arc<AtomicUsize>,
-    pub(super) marks: CommittedMarks,
     pub(super) health: Arc<Health>,
+    /// The consumer, for the watermarks its thread reads (the broker-side lag).
+    pub(super) consumer: Arc<WorkerConsumer>,
+    /// Revocations the consumer thread waits on, by the id the machine answers.
+    pub(super) revocations: HashMap<u64, std_mpsc::SyncSender<()>>,
+    pub(super) next_revocation: u64,
+}
+
+/// The channels the turn and lease tasks report on.
+struct Returns {
+    done_tx: mpsc::UnboundedSender<Finished>,
+    epoch_tx: mpsc::UnboundedSender<EpochReport>,
 }
 
 impl<M, T, S> Coordinator<M, T, S>
@@ -86,291 +56,238 @@ where
     T: ToolGateway + Send + Sync + 'static,
     S: CheckpointStore + Send + Sync + 'static,
 {
-    pub(super) fn on_event(
+    /// The loop: until `shutdown`, then until the machine has drained and flushed (or the
+    /// consumer is gone). Pending revocations are answered on the way out.
+    pub(super) async fn run(
         &mut self,
-        ev: ConsumerEvent,
-        epoch_tx: &mpsc::UnboundedSender<(i32, Result<i64, StoreError>)>,
+        events_rx: &mut mpsc::UnboundedReceiver<ConsumerEvent>,
+        reports_rx: &mut mpsc::UnboundedReceiver<Input>,
+        shutdown: impl std::future::Future<Output = ()>,
     ) {
+        let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Finished>();
+        let (epoch_tx, mut epoch_rx) = mpsc::unbounded_channel::<EpochReport>();
+        let returns = Returns { done_tx, epoch_tx };
+        let mut tick = tokio::time::interval(TICK);
+        // Wakes when the next transaction is due (every commit interval).
+        let commit_due = tokio::time::sleep(Duration::ZERO);
+        tokio::pin!(commit_due, shutdown);
+        let mut armed: Option<Instant> = None;
+        let mut stopping = false;
+        while !self.machine.stopped() {
+            let input = tokio::select! {
+                ev = events_rx.recv() => match ev {
+                    Some(ev) => match self.on_event(ev) {
+                        Some(input) => input,
+                        None => continue,
+                    },
+                    None => break,
+                },
+                Some(f) = done_rx.recv() => self.on_finished(f),
+                Some((p, epoch)) = epoch_rx.recv() => self.on_epoch(p, epoch),
+                Some(report) = reports_rx.recv() => report,
+                _ = tick.tick() => Input::Tick,
+                _ = &mut commit_due, if armed.is_some() => {
+                    armed = None;
+                    Input::Tick
+                }
+                _ = &mut shutdown, if !stopping => {
+                    tracing::info!("Shutdown requested; draining in-flight turns.");
+                    stopping = true;
+                    Input::Shutdown
+                }
+            };
+            let commands = self.machine.on(input, clock::monotonic());
+            for command in commands {
+                self.carry_out(command, &returns);
+            }
+            let due = self.machine.next_commit_at();
+            if due != armed {
+                armed = due;
+                if let Some(at) = due {
+                    commit_due
+                        .as_mut()
+                        .reset(tokio::time::Instant::from_std(at));
+                }
+            }
+        }
+        for (_, done) in self.revocations.drain() {
+            let _ = done.send(());
+        }
+    }
+
+    /// A consumer event as the machine's input (`None`: nothing for it).
+    fn on_event(&mut self, ev: ConsumerEvent) -> Option<Input> {
         match ev {
             ConsumerEvent::Assigned { partition, offsets } => {
                 self.health.joined.store(true, Ordering::Relaxed);
                 self.health.publish();
-                let _ = self
-                    .commit_tx
-                    .send(CommitCommand::Assign(partition, offsets.clone()));
-                self.partitions.insert(
-                    partition,
-                    PartitionState {
-                        queue: KeyedQueue::new(self.config.max_in_flight_per_partition),
-                        offsets,
-                        epoch: None,
-                        paused: false,
-                        revoking: false,
-                    },
-                );
-                self.acquire_epoch(partition, epoch_tx);
-                self.gauges();
+                Some(Input::Assigned { partition, offsets })
             }
             ConsumerEvent::Revoked { partitions, done } => {
-                for p in &partitions {
-                    if let Some(st) = self.partitions.get_mut(p) {
-                        st.revoking = true;
-                        let dropped = st.queue.drain_unstarted();
-                        if dropped > 0 {
-                            tracing::info!(
-                                partition = p,
-                                dropped,
-                                "Dropped buffered records of a revoked partition."
-                            );
-                        }
-                    }
-                }
-                self.revocations.push(Revocation {
-                    partitions,
-                    done,
-                    deadline: Instant::now() + self.config.drain_budget,
-                });
-                self.finish_revocations();
+                self.next_revocation += 1;
+                let id = self.next_revocation;
+                self.revocations.insert(id, done);
+                Some(Input::Revoked { partitions, id })
             }
             ConsumerEvent::Joined => {
                 self.health.joined.store(true, Ordering::Relaxed);
                 self.health.publish();
+                None
             }
-            ConsumerEvent::Record(record) => self.on_record(record),
+            ConsumerEvent::Record(record) => Some(Input::Record(record)),
         }
     }
 
-    /// A fetched record: queued behind its key, unless its partition is gone or revoking, or
-    /// the previous owner already completed it; pauses the partition when its buffer is full.
-    fn on_record(&mut self, record: FetchedRecord) {
-        let size = record.size();
-        let Some(st) = self.partitions.get_mut(&record.partition) else {
-            self.release_bytes(size);
-            return;
-        };
-        if st.revoking {
-            self.release_bytes(size);
-            return;
-        }
-        let _ = self
-            .commit_tx
-            .send(CommitCommand::Delivered(record.partition, record.offset));
-        if st.offsets.is_completed(record.offset) {
-            // The previous owner committed this turn's outputs already.
-            let _ = self.commit_tx.send(CommitCommand::Completed {
-                partition: record.partition,
-                offset: record.offset,
-                turn_id: String::new(),
-                outputs: Vec::new(),
-                // Not this owner's turn: its age was counted when it was committed.
-                record_timestamp_ms: None,
-            });
-            self.release_bytes(size);
-            return;
-        }
-        let key = record
-            .key
-            .as_deref()
-            .map(|k| String::from_utf8_lossy(k).into_owned())
-            .unwrap_or_default();
-        let partition = record.partition;
-        st.queue.push(key, record);
-        if !st.paused && st.queue.buffered() >= self.config.max_buffered_per_partition {
-            st.paused = true;
-            let _ = self.cmd_tx.send(ConsumerCommand::Pause(vec![partition]));
-        }
-    }
-
-    fn acquire_epoch(
-        &self,
-        partition: i32,
-        epoch_tx: &mpsc::UnboundedSender<(i32, Result<i64, StoreError>)>,
-    ) {
-        let shared = self.shared.clone();
-        let tx = epoch_tx.clone();
-        let topic = self.config.topics.inbound.clone();
-        let owner = self.config.instance_id.clone();
-        tokio::spawn(async move {
-            let r = shared.store.acquire_epoch(&topic, partition, &owner).await;
-            let _ = tx.send((partition, r));
-        });
-    }
-
-    pub(super) fn on_epoch(
-        &mut self,
-        partition: i32,
-        epoch: Result<i64, StoreError>,
-        epoch_tx: &mpsc::UnboundedSender<(i32, Result<i64, StoreError>)>,
-    ) {
+    fn on_epoch(&mut self, partition: i32, epoch: Result<i64, StoreError>) -> Input {
         match epoch {
             Ok(e) => {
                 self.health.store_ok.store(true, Ordering::Relaxed);
                 self.health.publish();
-                if let Some(st) = self.partitions.get_mut(&partition) {
-                    tracing::info!(partition, epoch = e, "Partition lease taken.");
-                    st.epoch = Some(e);
+                tracing::info!(partition, epoch = e, "Partition lease taken.");
+                Input::Epoch {
+                    partition,
+                    epoch: Some(e),
                 }
             }
             Err(err) => {
                 self.health.store_ok.store(false, Ordering::Relaxed);
                 self.health.publish();
                 tracing::warn!(partition, error = %err, "Cannot take the partition lease; retrying.");
-                if self.partitions.contains_key(&partition) {
-                    let tx = epoch_tx.clone();
-                    let shared = self.shared.clone();
-                    let topic = self.config.topics.inbound.clone();
-                    let owner = self.config.instance_id.clone();
-                    tokio::spawn(async move {
-                        tokio::time::sleep(Duration::from_secs(1)).await;
-                        let r = shared.store.acquire_epoch(&topic, partition, &owner).await;
-                        let _ = tx.send((partition, r));
-                    });
+                Input::Epoch {
+                    partition,
+                    epoch: None,
                 }
             }
         }
     }
 
-    pub(super) fn on_finished(&mut self, f: Finished) {
-        if let Some(n) = self.in_flight.get_mut(&f.partition) {
-            *n = n.saturating_sub(1);
-        }
-        if let Some(st) = self.partitions.get_mut(&f.partition) {
-            st.queue.finish(&f.key);
-            if st.paused && st.queue.buffered() < self.config.max_buffered_per_partition / 2 {
-                st.paused = false;
-                let _ = self.cmd_tx.send(ConsumerCommand::Resume(vec![f.partition]));
-            }
-        }
+    fn on_finished(&mut self, f: Finished) -> Input {
         counter!(telemetry::TURNS_TOTAL, "outcome" => f.outcome).increment(1);
         if f.fenced {
             counter!(telemetry::FENCED_WRITES_TOTAL).increment(1);
-            // A newer owner wrote this partition: none of its cached rows can be trusted.
-            self.shared
-                .cache
-                .forget_partition(f.partition, Invalidation::Fenced);
-        } else if self.partitions.contains_key(&f.partition) {
-            let _ = self.commit_tx.send(CommitCommand::Completed {
-                partition: f.partition,
-                offset: f.offset,
-                turn_id: f.turn_id,
-                outputs: f.outputs,
-                record_timestamp_ms: f.record_timestamp_ms,
-            });
         }
-        self.finish_revocations();
-        self.gauges();
+        Input::Finished(f)
     }
 
-    pub(super) fn on_tick(&mut self) {
-        self.finish_revocations();
-        self.gauges();
-    }
-
-    /// Answers revocations whose partitions have no turn running (or whose budget ran out),
-    /// after committing what finished.
-    fn finish_revocations(&mut self) {
-        let now = Instant::now();
-        let mut i = 0;
-        while i < self.revocations.len() {
-            let r = &self.revocations[i];
-            let idle = r
-                .partitions
-                .iter()
-                .all(|p| self.in_flight.get(p).copied().unwrap_or(0) == 0);
-            if !(idle || now >= r.deadline) {
-                i += 1;
-                continue;
+    fn carry_out(&mut self, command: Command, returns: &Returns) {
+        match command {
+            Command::Start(start) => self.start(start, &returns.done_tx),
+            Command::AcquireEpoch { partition, after } => {
+                self.acquire_epoch(partition, after, &returns.epoch_tx);
             }
-            let r = self.revocations.swap_remove(i);
-            let (ack_tx, ack_rx) = std_mpsc::sync_channel(1);
-            let _ = self.commit_tx.send(CommitCommand::Flush(ack_tx));
-            let _ = self
-                .commit_tx
-                .send(CommitCommand::Revoke(r.partitions.clone()));
-            for p in &r.partitions {
-                self.partitions.remove(p);
-                self.in_flight.remove(p);
-                self.shared
-                    .cache
-                    .forget_partition(*p, Invalidation::Revoked);
+            Command::Pause(ps) => {
+                let _ = self.cmd_tx.send(ConsumerCommand::Pause(ps));
             }
-            let done = r.done;
-            // The flush answer arrives from the committer thread; hand it to the consumer's wait.
-            std::thread::spawn(move || {
-                let _ = ack_rx.recv_timeout(Duration::from_secs(30));
-                let _ = done.send(());
-            });
-        }
-    }
-
-    pub(super) fn stop_dispatching(&mut self) {
-        let all: Vec<i32> = self.partitions.keys().copied().collect();
-        for st in self.partitions.values_mut() {
-            let dropped = st.queue.drain_unstarted();
-            let _ = dropped;
-        }
-        let _ = self.cmd_tx.send(ConsumerCommand::Pause(all));
-    }
-
-    fn release_bytes(&self, size: usize) {
-        let _ = self
-            .buffered_bytes
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
-                Some(b.saturating_sub(size))
-            });
-    }
-
-    fn gauges(&self) {
-        let running: usize = self.in_flight.values().sum();
-        self.shared
-            .cache
-            .set_in_flight(running, self.config.max_in_flight);
-        gauge!(telemetry::TURNS_IN_FLIGHT).set(running as f64);
-        gauge!(telemetry::PARTITIONS_ASSIGNED).set(self.partitions.len() as f64);
-        self.health
-            .assigned_partitions
-            .store(self.partitions.len(), Ordering::Relaxed);
-        self.health.publish();
-    }
-
-    /// Starts every record allowed to run: key-ordered, bounded per partition and process.
-    pub(super) fn dispatch(&mut self, done_tx: &mpsc::UnboundedSender<Finished>) {
-        let partitions: Vec<i32> = self.partitions.keys().copied().collect();
-        for p in partitions {
-            while let Some(st) = self.partitions.get_mut(&p) {
-                if st.revoking {
-                    break;
+            Command::Resume(ps) => {
+                let _ = self.cmd_tx.send(ConsumerCommand::Resume(ps));
+            }
+            Command::ReleaseBytes(size) => release_bytes(&self.buffered_bytes, size),
+            Command::Dropped { partition, records } => tracing::info!(
+                partition,
+                dropped = records,
+                "Dropped buffered records of a revoked or stopping partition."
+            ),
+            Command::Commit(transaction) => {
+                let _ = self.commit_tx.send(transaction);
+            }
+            Command::AnswerRevocation(id) => {
+                if let Some(done) = self.revocations.remove(&id) {
+                    let _ = done.send(());
                 }
-                let Some(epoch) = st.epoch else { break };
-                let Ok(permit) = self.permits.clone().try_acquire_owned() else {
-                    return;
-                };
-                let Some((key, record)) = st.queue.next_to_run() else {
-                    break;
-                };
-                let size = record.size();
-                *self.in_flight.entry(p).or_default() += 1;
-                let committed = self
-                    .marks
-                    .lock()
-                    .ok()
-                    .and_then(|m| m.get(&p).copied())
-                    .unwrap_or(-1);
-                let shared = self.shared.clone();
-                let tx = done_tx.clone();
-                let bytes = self.buffered_bytes.clone();
-                tokio::spawn(async move {
-                    let _ = bytes.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
-                        Some(b.saturating_sub(size))
-                    });
-                    let started = Instant::now();
-                    let finished = process_record(&shared, record, key, epoch, committed).await;
-                    histogram!(telemetry::TURN_DURATION_SECONDS)
-                        .record(started.elapsed().as_secs_f64());
-                    drop(permit);
-                    let _ = tx.send(finished);
-                });
+            }
+            Command::Cache(order) => self.steer_cache(order),
+            Command::Gauges {
+                in_flight,
+                partitions,
+            } => {
+                gauge!(telemetry::TURNS_IN_FLIGHT).set(in_flight as f64);
+                gauge!(telemetry::PARTITIONS_ASSIGNED).set(partitions as f64);
+                self.health
+                    .assigned_partitions
+                    .store(partitions, Ordering::Relaxed);
+                self.health.publish();
+            }
+            Command::Lag(lines) => self.record_lag(&lines),
+            Command::ClearLag(p) => {
+                gauge!(telemetry::PARTITION_LAG, "partition" => p.to_string()).set(0.0);
+                gauge!(telemetry::CONSUMER_LAG_RECORDS, "partition" => p.to_string()).set(0.0);
+            }
+            Command::Stop => {}
+        }
+    }
+
+    fn steer_cache(&self, order: CacheCommand) {
+        let cache = &self.shared.cache;
+        match order {
+            CacheCommand::Forget(p, why) => cache.forget_partition(p, why),
+            CacheCommand::Suspend => cache.suspend(),
+            CacheCommand::Resume => cache.resume(),
+            CacheCommand::InFlight(n, max) => cache.set_in_flight(n, max),
+        }
+    }
+
+    /// A turn's task: its bytes leave the fetch buffer, the pipeline runs, its end is reported.
+    fn start(&self, start: Start, done_tx: &mpsc::UnboundedSender<Finished>) {
+        release_bytes(&self.buffered_bytes, start.record.size());
+        let shared = self.shared.clone();
+        let tx = done_tx.clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let finished = process_record(&shared, start).await;
+            histogram!(telemetry::TURN_DURATION_SECONDS).record(started.elapsed().as_secs_f64());
+            let _ = tx.send(finished);
+        });
+    }
+
+    fn acquire_epoch(
+        &self,
+        partition: i32,
+        after: Duration,
+        epoch_tx: &mpsc::UnboundedSender<EpochReport>,
+    ) {
+        let shared = self.shared.clone();
+        let tx = epoch_tx.clone();
+        let topic = self.config.topics.inbound.clone();
+        let owner = self.config.instance_id.clone();
+        tokio::spawn(async move {
+            if !after.is_zero() {
+                tokio::time::sleep(after).await;
+            }
+            let r = shared.store.acquire_epoch(&topic, partition, &owner).await;
+            let _ = tx.send((partition, r));
+        });
+    }
+
+    /// Per held partition: `turnstile_partition_lag` (delivered, unfinished records), the
+    /// committed offset, and the broker-side lag against the last watermarks read.
+    fn record_lag(&self, lines: &[Lag]) {
+        let watermarks = self
+            .consumer
+            .context()
+            .watermarks
+            .lock()
+            .map(|w| w.clone())
+            .unwrap_or_default();
+        for line in lines {
+            let label = line.partition.to_string();
+            gauge!(telemetry::PARTITION_LAG, "partition" => label.clone())
+                .set(line.in_progress as f64);
+            gauge!(telemetry::CONSUMER_COMMITTED_OFFSET, "partition" => label.clone())
+                .set(line.committed as f64);
+            if let Some(w) = watermarks.get(&line.partition) {
+                gauge!(telemetry::CONSUMER_LAG_RECORDS, "partition" => label).set(broker_lag(
+                    w.high,
+                    w.low,
+                    line.committed,
+                )
+                    as f64);
             }
         }
     }
+}
+
+fn release_bytes(buffered: &AtomicUsize, size: usize) {
+    let _ = buffered.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
+        Some(b.saturating_sub(size))
+    });
 }

@@ -79,12 +79,17 @@ impl<R> KeyedQueue<R> {
 
     /// Drops every record not yet started (a revoked partition's buffer is never processed).
     pub fn drain_unstarted(&mut self) -> usize {
-        let dropped = self.buffered;
-        self.waiting.clear();
-        self.ready.clear();
-        self.held.retain(|_, _| false);
+        self.take_unstarted().len()
+    }
+
+    /// Takes out every record not yet started, ready ones first, then the waiting ones.
+    pub fn take_unstarted(&mut self) -> Vec<R> {
+        let mut out = Vec::with_capacity(self.buffered);
+        out.extend(self.ready.drain(..).map(|(_, r)| r));
+        out.extend(self.waiting.drain().flat_map(|(_, q)| q));
+        self.held.clear();
         self.buffered = 0;
-        dropped
+        out
     }
 }
 

@@ -2,19 +2,22 @@
 //! replies and events out through a transactional producer — exactly once per turn.
 //!
 //! Threads: the consumer thread polls and runs rebalance callbacks; the committer thread owns
-//! the transactional producer; the coordinator task dispatches records key-ordered (one turn per
-//! conversation at a time, many conversations at once) and each turn runs as its own task.
+//! the transactional producer; the coordinator task runs one `select!` loop that feeds the
+//! partition state machine ([`partitions`]: every partition fact, one copy) and carries out its
+//! commands — dispatching records key-ordered (one turn per conversation at a time, many
+//! conversations at once), each turn as its own task.
 //! Per turn: `pipeline::handle_record` (decode → load → fenced? republish? → decide, with the
 //! LC-4 write-ahead → save state + outbox), then the committer publishes the outputs with the
-//! consumed offset in one Kafka transaction.
+//! consumed offset in one Kafka transaction the state machine composed.
 //!
 //! | module | what it is |
 //! |---|---|
-//! | [`coordinator`] | assignment, revocation, lease epochs, key-ordered dispatch, in-flight bounds |
+//! | [`partitions`] | the pure state machine, `on(input, now) -> commands`: queues per key, offsets, epochs, turns running, revocations, committed marks, transactions, the drain (`docs/reliability.md`) |
+//! | [`coordinator`] | the `select!` loop: events, finished turns, epochs and commit reports in; the machine's commands carried out |
 //! | `turn` | one record's task: the pipeline inside the turn's span |
-//! | [`committer`] | the transactional producer thread: outputs + offsets, committed marks |
+//! | [`committer`] | the transactional producer thread: runs the transactions it is given, reports them |
 //! | [`consumer`] | the consumer thread: polling, rebalance callbacks, pause/resume |
-//! | [`dispatch`], [`offsets`] | per-key queues; contiguous committable offsets |
+//! | [`dispatch`], [`offsets`] | per-key queues; contiguous committable offsets (the machine's parts) |
 //! | `kafka_clients` | librdkafka settings of the consumer and the producer |
 //! | [`config`] | the `TURNSTILE_*` settings |
 //! | [`listener`] | `/metrics`, `/healthz`, `/readyz` |
@@ -30,32 +33,35 @@ mod fault;
 mod kafka_clients;
 pub mod listener;
 pub mod offsets;
+pub mod partitions;
 pub mod topics;
 mod turn;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use metrics::gauge;
 use rdkafka::consumer::Consumer;
 use rdkafka::producer::{BaseProducer, Producer};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::mpsc;
 
 use crate::domain::catalog::{Catalog, Settings};
 use crate::message::DecodeLimits;
 use crate::pipeline::CheckpointCache;
-use crate::ports::{CheckpointStore, DecisionModel, StoreError, ToolGateway};
+use crate::ports::{CheckpointStore, DecisionModel, ToolGateway};
 use crate::store::RetryingStore;
 use crate::telemetry;
 
-use committer::{CommitCommand, CommittedMarks, Committer};
+use committer::Committer;
 pub use config::WorkerConfig;
 use consumer::{ConsumerCommand, ConsumerEvent};
-use coordinator::{Coordinator, Finished, Shared};
+use coordinator::Coordinator;
 use kafka_clients::{consumer_config, producer_config};
+use partitions::{Input, Limits, Partitions, Transaction};
+use turn::Shared;
 
 /// What the worker needs besides Kafka: the decision inputs and the adapters.
 pub struct Services<M, T, S> {
@@ -120,20 +126,13 @@ where
     health.broker_ok.store(true, Ordering::Relaxed);
     health.publish();
 
-    let marks: CommittedMarks = Default::default();
     let cache = Arc::new(CheckpointCache::new(config.checkpoint_cache_bytes));
-    let (commit_tx, commit_rx) = std_mpsc::channel::<CommitCommand>();
-    let committer = Committer::new(
-        producer,
-        consumer.clone(),
-        config.topics.clone(),
-        marks.clone(),
-        cache.clone(),
-    );
-    let interval = config.commit_interval;
+    let (commit_tx, commit_rx) = std_mpsc::channel::<Transaction>();
+    let (reports_tx, mut reports_rx) = mpsc::unbounded_channel::<Input>();
+    let committer = Committer::new(producer, consumer.clone(), config.topics.clone());
     let committer_thread = std::thread::Builder::new()
         .name("turnstile-committer".into())
-        .spawn(move || committer.run(commit_rx, interval))
+        .spawn(move || committer.run(commit_rx, reports_tx))
         .map_err(|e| WorkerError::Kafka(e.to_string()))?;
 
     let (cmd_tx, cmd_rx) = std_mpsc::channel::<ConsumerCommand>();
@@ -150,29 +149,22 @@ where
 
     let shared = shared_services(&config, services, cache, &health);
     let mut coordinator = Coordinator {
-        config: config.clone(),
+        machine: Partitions::new(limits(&config), crate::clock::monotonic()),
+        config,
         shared,
-        partitions: BTreeMap::new(),
-        revocations: Vec::new(),
-        permits: Arc::new(Semaphore::new(config.max_in_flight)),
-        in_flight: HashMap::new(),
-        commit_tx: commit_tx.clone(),
+        commit_tx,
         cmd_tx,
         buffered_bytes,
-        marks,
         health: health.clone(),
+        consumer,
+        revocations: HashMap::new(),
+        next_revocation: 0,
     };
-    coordinate(
-        &mut coordinator,
-        &mut events_rx,
-        shutdown,
-        config.drain_budget,
-    )
-    .await;
-    // Commit what finished, then leave the group (the revocation callback answers at once).
-    let (ack_tx, ack_rx) = std_mpsc::sync_channel(1);
-    let _ = commit_tx.send(CommitCommand::Flush(ack_tx));
-    let _ = tokio::task::spawn_blocking(move || ack_rx.recv_timeout(Duration::from_secs(30))).await;
+    // Drains and commits what finished before it returns; then leave the group (the
+    // revocation callback is answered at once).
+    coordinator
+        .run(&mut events_rx, &mut reports_rx, shutdown)
+        .await;
     stop.store(true, Ordering::Relaxed);
     let answer_revocations = tokio::spawn(async move {
         while let Some(ev) = events_rx.recv().await {
@@ -185,7 +177,6 @@ where
     let _ = tokio::task::spawn_blocking(move || watermark_thread.join()).await;
     answer_revocations.abort();
     drop(coordinator);
-    drop(commit_tx);
     match tokio::task::spawn_blocking(move || committer_thread.join()).await {
         Ok(Ok(result)) => result?,
         _ => tracing::warn!("Committer thread ended abnormally."),
@@ -326,50 +317,14 @@ fn spawn_polling(
     Ok((consumer_thread, watermark_thread))
 }
 
-/// The coordinator's loop: consumer events, finished turns, acquired epochs and a 100 ms tick,
-/// dispatching until `shutdown`, then draining until idle or `drain_budget` is spent (or the
-/// consumer is gone).
-async fn coordinate<M, T, S>(
-    coordinator: &mut Coordinator<M, T, S>,
-    events_rx: &mut mpsc::UnboundedReceiver<ConsumerEvent>,
-    shutdown: impl std::future::Future<Output = ()>,
-    drain_budget: Duration,
-) where
-    M: DecisionModel + Send + Sync + 'static,
-    T: ToolGateway + Send + Sync + 'static,
-    S: CheckpointStore + Send + Sync + 'static,
-{
-    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Finished>();
-    let (epoch_tx, mut epoch_rx) = mpsc::unbounded_channel::<(i32, Result<i64, StoreError>)>();
-    let mut tick = tokio::time::interval(Duration::from_millis(100));
-    tokio::pin!(shutdown);
-    let mut draining_since: Option<Instant> = None;
-    loop {
-        tokio::select! {
-            ev = events_rx.recv() => match ev {
-                Some(ev) => coordinator.on_event(ev, &epoch_tx),
-                None => break,
-            },
-            Some(f) = done_rx.recv() => coordinator.on_finished(f),
-            Some((p, epoch)) = epoch_rx.recv() => coordinator.on_epoch(p, epoch, &epoch_tx),
-            _ = tick.tick() => {
-                coordinator.on_tick();
-                if let Some(since) = draining_since {
-                    let idle = coordinator.in_flight.values().all(|n| *n == 0);
-                    if idle || since.elapsed() >= drain_budget {
-                        break;
-                    }
-                }
-            }
-            _ = &mut shutdown, if draining_since.is_none() => {
-                tracing::info!("Shutdown requested; draining in-flight turns.");
-                draining_since = Some(Instant::now());
-                coordinator.stop_dispatching();
-            }
-        }
-        if draining_since.is_none() {
-            coordinator.dispatch(&done_tx);
-        }
+/// The bounds and budgets the partition state machine applies.
+fn limits(config: &WorkerConfig) -> Limits {
+    Limits {
+        max_in_flight: config.max_in_flight,
+        max_in_flight_per_partition: config.max_in_flight_per_partition,
+        max_buffered_per_partition: config.max_buffered_per_partition,
+        commit_interval: config.commit_interval,
+        drain_budget: config.drain_budget,
     }
 }
 

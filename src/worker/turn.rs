@@ -1,48 +1,66 @@
 //! One record's task: the pipeline's `handle_record` inside the turn's span, and what the
-//! coordinator needs to know of its end.
+//! partition state machine needs to know of its end ([`Finished`]).
 
-use super::consumer::FetchedRecord;
-use super::coordinator::{Finished, Shared};
+use std::sync::Arc;
+
+#[cfg(feature = "harness")]
+use super::fault;
+use super::partitions::{Finished, Start};
+use crate::domain::catalog::{Catalog, Settings};
 use crate::domain::engine::Engine;
-use crate::message::InboundRecord;
-use crate::pipeline::{handle_record, Disposition, Rules};
+use crate::message::{DecodeLimits, InboundRecord, Topics};
+use crate::pipeline::{handle_record, CheckpointCache, Disposition, Rules};
 use crate::ports::{CheckpointStore, DecisionModel, ToolGateway};
+use crate::store::RetryingStore;
+
+/// What every turn task shares: the services (the store wrapped in the one retry layer), the
+/// topics, the decode limits and the checkpoint cache.
+pub(super) struct Shared<M, T, S> {
+    pub(super) catalog: Arc<Catalog>,
+    pub(super) settings: Arc<Settings>,
+    pub(super) model: M,
+    pub(super) tools: T,
+    pub(super) store: RetryingStore<S>,
+    pub(super) topics: Topics,
+    pub(super) limits: DecodeLimits,
+    pub(super) cache: Arc<CheckpointCache>,
+    #[cfg(feature = "harness")]
+    pub(super) fault: fault::AbortAfterSaves,
+}
 
 /// Processes one record inside a span carrying its topic, partition, offset, tenant and turn id
 /// (the span is attached to the future, never entered across an await), so every line logged
 /// for the turn — a model fallback, a tool retry, a store wait — names the turn it belongs to.
-pub(super) async fn process_record<M, T, S>(
-    shared: &Shared<M, T, S>,
-    record: FetchedRecord,
-    key: String,
-    epoch: i64,
-    committed_mark: i64,
-) -> Finished
+pub(super) async fn process_record<M, T, S>(shared: &Shared<M, T, S>, start: Start) -> Finished
 where
     M: DecisionModel + Send + Sync,
     T: ToolGateway + Send + Sync,
     S: CheckpointStore + Send + Sync,
 {
     use tracing::Instrument;
-    let span = crate::telemetry::turn_span(&shared.topics.inbound, record.partition, record.offset);
-    Box::pin(apply_record(shared, record, key, epoch, committed_mark))
-        .instrument(span)
-        .await
+    let span = crate::telemetry::turn_span(
+        &shared.topics.inbound,
+        start.record.partition,
+        start.record.offset,
+    );
+    Box::pin(apply_record(shared, start)).instrument(span).await
 }
 
 /// The pipeline's [`handle_record`], and what the coordinator needs to know of its end.
-async fn apply_record<M, T, S>(
-    shared: &Shared<M, T, S>,
-    record: FetchedRecord,
-    key: String,
-    epoch: i64,
-    committed_mark: i64,
-) -> Finished
+async fn apply_record<M, T, S>(shared: &Shared<M, T, S>, start: Start) -> Finished
 where
     M: DecisionModel + Send + Sync,
     T: ToolGateway + Send + Sync,
     S: CheckpointStore + Send + Sync,
 {
+    let Start {
+        generation,
+        key,
+        record,
+        epoch,
+        committed_mark,
+        ..
+    } = start;
     let inbound = InboundRecord {
         topic: &shared.topics.inbound,
         partition: record.partition,
@@ -69,6 +87,7 @@ where
     .await;
     let mut finished = Finished {
         partition: record.partition,
+        generation,
         offset: record.offset,
         key,
         turn_id: String::new(),
@@ -104,6 +123,7 @@ mod tests {
     use crate::model::http::OpenAiCompatibleModel;
     use crate::store::cql::ScyllaCheckpointStore;
     use crate::tool::http::HttpToolGateway;
+    use crate::worker::consumer::FetchedRecord;
 
     type RealShared = Shared<OpenAiCompatibleModel, HttpToolGateway, ScyllaCheckpointStore>;
 
@@ -127,7 +147,15 @@ mod tests {
                 payload: None,
                 timestamp_ms: None,
             };
-            process_record(shared, record, String::new(), 0, 0)
+            let start = Start {
+                partition: 0,
+                generation: 0,
+                key: String::new(),
+                record,
+                epoch: 0,
+                committed_mark: 0,
+            };
+            process_record(shared, start)
         });
         assert!(
             size <= 6 * 1024,
