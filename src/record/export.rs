@@ -95,6 +95,7 @@ pub fn scenario(
     let file = ScenarioFile {
         name: format!("exported {}", id.key()),
         config: config.to_owned(),
+        settings: crate::config::settings::overrides_of(engine.settings()),
         identity: json!({"tenant_id": id.tenant_id, "agent_id": id.agent_id, "session_id": id.session_id}),
         turns,
     };
@@ -180,6 +181,8 @@ fn header(played: &[Played<'_>], notes: &[String]) -> String {
 struct ScenarioFile {
     name: String,
     config: String,
+    #[serde(skip_serializing_if = "Map::is_empty")]
+    settings: Map<String, Value>,
     identity: Value,
     turns: Vec<ScenarioTurn>,
 }
@@ -377,20 +380,26 @@ impl Masking {
         let mut pairs: BTreeMap<String, String> = BTreeMap::new();
         let mut masked = BTreeSet::new();
         let mut kept = BTreeSet::new();
+        // The k-th distinct value gets mask k: distinct values stay distinct (a correction from
+        // one number to another is still a correction), and nothing else of them is kept.
+        let mut distinct = 0;
         for (name, value) in played.iter().flat_map(seen_arguments) {
             let Some(kind) = kinds.get(name.as_str()) else {
                 continue;
             };
             let text = crate::eval::conversations::judge::canonical_text(&value);
-            match mask(&text, kind) {
-                Some(m) => {
-                    masked.insert(name);
-                    for form in forms(&text) {
-                        pairs.insert(form.clone(), mask(&form, kind).unwrap_or_else(|| m.clone()));
-                    }
-                }
-                None => {
-                    kept.insert(name);
+            if pairs.contains_key(&text) {
+                continue;
+            }
+            distinct += 1;
+            if mask(&text, kind, distinct).is_none() {
+                kept.insert(name);
+                continue;
+            }
+            masked.insert(name);
+            for form in forms(&text) {
+                if let Some(m) = mask(&form, kind, distinct) {
+                    pairs.entry(form).or_insert(m);
                 }
             }
         }
@@ -400,7 +409,8 @@ impl Masking {
             let names: Vec<String> = masked.into_iter().collect();
             notes.push(format!(
                 "personal data masked: the values of {} (sensitive parameters) were replaced \
-                 (digits by 5, letters of free text by x) in messages, scripts and expectations",
+                 (digits by 5s ending in the value's number, letters of free text by x) in \
+                 messages, scripts and expectations",
                 names.join(", ")
             ));
         }
@@ -513,21 +523,34 @@ fn forms(text: &str) -> Vec<String> {
     forms
 }
 
-/// The masked form of `text`, or `None` when a masked value of this kind would not parse.
-fn mask(text: &str, kind: &ParameterKind) -> Option<String> {
-    let letters = matches!(kind, ParameterKind::Text { .. });
-    match kind {
-        ParameterKind::Date | ParameterKind::Enum { .. } => None,
-        _ => Some(
-            text.chars()
-                .map(|c| match c {
-                    '0'..='9' => '5',
-                    c if letters && c.is_alphabetic() => 'x',
-                    c => c,
-                })
-                .collect(),
-        ),
+/// The masked form of `text` as the `k`-th distinct value, or `None` when a masked value of
+/// this kind would not parse. Its digits become 5s ending in `k` (`01310-100` → `55555-551`),
+/// the letters of free text `x`; separators stay, so it parses as its type.
+fn mask(text: &str, kind: &ParameterKind, k: usize) -> Option<String> {
+    if matches!(kind, ParameterKind::Date | ParameterKind::Enum { .. }) {
+        return None;
     }
+    let letters = matches!(kind, ParameterKind::Text { .. });
+    let count = text.chars().filter(char::is_ascii_digit).count();
+    let tail = k.to_string();
+    let digits: Vec<char> = if count > tail.len() {
+        "5".repeat(count - tail.len())
+            .chars()
+            .chain(tail.chars())
+            .collect()
+    } else {
+        tail.chars().skip(tail.len() - count).collect()
+    };
+    let mut next = digits.into_iter();
+    Some(
+        text.chars()
+            .map(|c| match c {
+                '0'..='9' => next.next().unwrap_or('5'),
+                c if letters && c.is_alphabetic() => 'x',
+                c => c,
+            })
+            .collect(),
+    )
 }
 
 #[cfg(test)]
@@ -537,10 +560,17 @@ mod tests {
     #[test]
     fn masks_keep_the_shape_of_the_value() {
         let cep = ParameterKind::Cep;
-        assert_eq!(mask("01310-100", &cep).as_deref(), Some("55555-555"));
+        assert_eq!(mask("01310-100", &cep, 1).as_deref(), Some("55555-551"));
+        assert_eq!(mask("01310-100", &cep, 12).as_deref(), Some("55555-512"));
+        let integer = ParameterKind::Integer {
+            min: None,
+            max: None,
+        };
+        assert_eq!(mask("7", &integer, 3).as_deref(), Some("3"));
+        assert_eq!(mask("7", &integer, 13).as_deref(), Some("3"));
         let text = ParameterKind::Text { max_len: 200 };
-        assert_eq!(mask("Rua 7", &text).as_deref(), Some("xxx 5"));
-        assert_eq!(mask("2026-01-01", &ParameterKind::Date), None);
+        assert_eq!(mask("Rua 7", &text, 2).as_deref(), Some("xxx 2"));
+        assert_eq!(mask("2026-01-01", &ParameterKind::Date, 1), None);
         assert_eq!(forms("01310-100"), vec!["01310-100", "01310100"]);
     }
 
