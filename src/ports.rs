@@ -170,4 +170,10 @@ pub trait DecisionRecordStore {
         &self,
         identity: &Identity,
     ) -> impl Future<Output = Result<Vec<DecisionRow>, StoreError>> + Send;
+    /// Up to `limit` conversations that have records, in the store's order (token order in
+    /// CQL: spread over tenants and time, not the newest first): `replay --sample`.
+    fn list_conversations(
+        &self,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<Identity>, StoreError>> + Send;
 }

@@ -351,3 +351,50 @@ async fn every_scenario_exports_to_a_scenario_that_passes() {
         .unwrap();
     assert_eq!(report.failed(), 0, "{}", report.render());
 }
+
+/// The bound: a conversation keeps at most 64 records (a turn's record leaves with its id from
+/// the state's applied turn ids). Once the window is full each record carries its base state,
+/// so the newest records still replay; the older kept ones say why they cannot.
+#[tokio::test]
+async fn a_long_conversation_keeps_64_records_and_replays_those_with_a_base() {
+    use turnstile::domain::turn::{ChannelAction, Identity, Turn, TurnInput};
+    use turnstile::tool::ScriptedTools;
+    let catalog = load_catalog(Path::new(CONFIG)).unwrap();
+    let settings = turnstile::domain::catalog::Settings::default();
+    let engine = Engine::new(&catalog, &settings);
+    let store = InMemoryCheckpointStore::new();
+    let identity = Identity::new("t1", "retail-bot", "s-long");
+    let (model, tools) = (NoModel::default(), ScriptedTools::default());
+    for n in 1..=70 {
+        // A hand-back with no handoff pending: applied and recorded, no model, no reply.
+        let turn = Turn {
+            turn_id: format!("turn-{n}"),
+            identity: identity.clone(),
+            input: TurnInput::Action(ChannelAction::Handback),
+            locale: turnstile::domain::locale::Locale::En,
+            at_ms: 1_000 * n,
+        };
+        turnstile::pipeline::process_turn(&engine, &store, &model, &tools, &turn)
+            .await
+            .unwrap();
+    }
+    let rows = store.load_decisions(&identity).await.unwrap();
+    assert_eq!(rows.len(), 64);
+    let records = decode_all(&rows).unwrap();
+    assert_eq!(records[0].turn.turn_id, "turn-7");
+    let report = replay_exact(&engine, &records);
+    let same = report
+        .turns
+        .iter()
+        .filter(|t| t.verdict == Verdict::Same)
+        .count();
+    let skipped = report
+        .turns
+        .iter()
+        .filter(|t| matches!(t.verdict, Verdict::Skipped(_)))
+        .count();
+    assert_eq!((same, skipped, report.differences()), (6, 58, 0));
+    assert!(report
+        .render()
+        .contains("turn 1 turn-7: skipped (the turns before it were not kept"));
+}

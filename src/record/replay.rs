@@ -462,3 +462,82 @@ pub fn trace_all(
     }
     Ok(traced)
 }
+
+/// The outcome class of a recorded turn, for the sample report: what happened to the
+/// conversation, from its events first, else its transaction status.
+pub fn outcome_label(o: &RecordedOutputs) -> &'static str {
+    use crate::domain::effect::EventType as E;
+    let has = |kind: E| o.events.contains(&kind);
+    if has(E::HumanHandoffRequested) {
+        "handoff"
+    } else if has(E::EndRequested) {
+        "end"
+    } else if has(E::Completed) {
+        "executed"
+    } else if has(E::Failed) || has(E::OutOfScope) {
+        "refused"
+    } else if has(E::Cancelled) {
+        "cancelled"
+    } else if let Some(status) = o.status.filter(|s| !s.is_terminal()) {
+        status.as_str()
+    } else {
+        "answered"
+    }
+}
+
+/// Many conversations' replays, by the recorded outcome of their turns: `replay --sample`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SampleReport {
+    pub conversations: usize,
+    /// Conversations with at least one changed or diverged turn.
+    pub changed_conversations: usize,
+    /// Recorded outcome → (turns judged, turns changed or diverged).
+    pub by_outcome: std::collections::BTreeMap<&'static str, (usize, usize)>,
+    /// Turns not judged (no base, after a divergence, no answers kept).
+    pub skipped: usize,
+}
+
+impl SampleReport {
+    pub fn add(&mut self, report: &ConversationReport) {
+        self.conversations += 1;
+        if report.differences() > 0 {
+            self.changed_conversations += 1;
+        }
+        for t in &report.turns {
+            let changed = match t.verdict {
+                Verdict::Same => false,
+                Verdict::Changed(_) | Verdict::Diverged(_) => true,
+                Verdict::Skipped(_) => {
+                    self.skipped += 1;
+                    continue;
+                }
+            };
+            let entry = self
+                .by_outcome
+                .entry(outcome_label(&t.recorded))
+                .or_default();
+            entry.0 += 1;
+            entry.1 += usize::from(changed);
+        }
+    }
+
+    /// The changed share per outcome, then the totals.
+    pub fn render(&self) -> String {
+        let mut out = String::from("outcome                   turns  changed  share\n");
+        let (mut all, mut changed) = (0, 0);
+        for (outcome, (turns, diff)) in &self.by_outcome {
+            let share = 100.0 * *diff as f64 / (*turns).max(1) as f64;
+            let _ = writeln!(out, "{outcome:<24} {turns:>6} {diff:>8} {share:>5.1} %");
+            all += turns;
+            changed += diff;
+        }
+        let share = 100.0 * changed as f64 / all.max(1) as f64;
+        let _ = writeln!(out, "{:<24} {all:>6} {changed:>8} {share:>5.1} %", "all");
+        let _ = writeln!(
+            out,
+            "{} of {} conversations changed; {} turns not judged",
+            self.changed_conversations, self.conversations, self.skipped
+        );
+        out
+    }
+}

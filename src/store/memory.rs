@@ -182,6 +182,18 @@ impl DecisionRecordStore for InMemoryCheckpointStore {
         });
         Ok(kept.collect())
     }
+
+    async fn list_conversations(&self, limit: usize) -> Result<Vec<Identity>, StoreError> {
+        let all = self.decisions.lock().map_err(poisoned)?;
+        let mut ids: Vec<Identity> = all
+            .iter()
+            .filter(|(_, rows)| rows.values().any(|(_, bytes)| bytes.is_some()))
+            .map(|(id, _)| id.clone())
+            .collect();
+        ids.sort();
+        ids.truncate(limit);
+        Ok(ids)
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,9 @@
 //! Decision records in CQL (issue 26, `schemas/cql/005_decision_records.cql`): one row per turn
 //! under the conversation's partition key, written with the turn's fencing timestamp.
 
+use std::ops::ControlFlow;
+
+use scylla::response::PagingState;
 use scylla::statement::batch::{Batch, BatchType};
 
 use super::*;
@@ -11,6 +14,7 @@ use crate::ports::{DecisionRecordStore, DecisionRow};
 pub(super) struct DecisionStatements {
     save: PreparedStatement,
     load: PreparedStatement,
+    list: PreparedStatement,
 }
 
 impl DecisionStatements {
@@ -39,9 +43,21 @@ impl DecisionStatements {
             true,
         )
         .await?;
-        Ok(DecisionStatements { save, load })
+        // Every partition key: a scan, paged, for the offline `replay --sample` only.
+        let mut list = prepare(
+            session,
+            format!("SELECT DISTINCT tenant_id, agent_id, session_id FROM {ks}.decision_records"),
+            cfg.read_consistency,
+            true,
+        )
+        .await?;
+        list.set_page_size(LIST_PAGE_SIZE);
+        Ok(DecisionStatements { save, load, list })
     }
 }
+
+/// Conversations per page of the `replay --sample` scan.
+const LIST_PAGE_SIZE: i32 = 500;
 
 type Cell<'a> = (i64, Option<&'a [u8]>, &'a str, &'a str, &'a str, &'a str);
 
@@ -117,5 +133,34 @@ impl DecisionRecordStore for ScyllaCheckpointStore {
             }
         }
         Ok(out)
+    }
+
+    async fn list_conversations(&self, limit: usize) -> Result<Vec<Identity>, StoreError> {
+        let mut ids = Vec::new();
+        let mut paging = PagingState::start();
+        while ids.len() < limit {
+            let (result, next) = self
+                .session
+                .execute_single_page(&self.decisions.list, (), paging)
+                .await
+                .map_err(classify_execution)?;
+            let rows = result
+                .into_rows_result()
+                .map_err(|e| StoreError::Rejected(format!("decision record scan: {e}")))?;
+            for row in rows
+                .rows::<(String, String, String)>()
+                .map_err(|e| StoreError::Rejected(format!("decision record scan: {e}")))?
+            {
+                let (tenant, agent, session) =
+                    row.map_err(|e| StoreError::Rejected(format!("decision record scan: {e}")))?;
+                ids.push(Identity::new(&tenant, &agent, &session));
+            }
+            match next.into_paging_control_flow() {
+                ControlFlow::Continue(state) => paging = state,
+                ControlFlow::Break(()) => break,
+            }
+        }
+        ids.truncate(limit);
+        Ok(ids)
     }
 }
