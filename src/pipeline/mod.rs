@@ -166,12 +166,17 @@ where
     // The stored bytes are decoded; a turn parked on a model call should not hold them too.
     drop(row);
     let fence = at.fence();
-    let start = TurnStart::new(state, in_flight, &turn.turn_id);
-    let base = recording::Base::of(&start, before);
+    // Scoped: the start state ends here, not after the engine's awaits (a moved-from local
+    // keeps its slot in the future until its scope ends).
+    let (deciding, base) = {
+        let start = TurnStart::new(state, in_flight, &turn.turn_id);
+        let base = Box::new(recording::Base::of(&start, before));
+        let deciding = Box::pin(decide_turn(engine, store, model, tools, turn, start, fence));
+        (deciding, base)
+    };
     // Boxed once decided: the outcome (its state and replies) is held across the save's await,
     // and inline it would size every turn's future for that await, parked ones too.
-    let processed =
-        Box::new(Box::pin(decide_turn(engine, store, model, tools, turn, start, fence)).await?);
+    let processed = Box::new(deciding.await?);
     telemetry::record_outcome(&processed.outcome);
     if let Some(handback) = processed.outcome.handback {
         // SC-11: hand-backs are rare and operator-driven; one line each, in the turn's span.
@@ -191,14 +196,15 @@ where
         outbox,
         base,
     };
-    finish_turn(engine, store, turn, at, cache, ended).await
+    // Boxed: the record and save awaits would otherwise size every parked turn's future.
+    Box::pin(finish_turn(engine, store, turn, at, cache, ended)).await
 }
 
 /// A decided turn on its way to the store.
 struct Ended {
     processed: Box<ProcessedTurn>,
     outbox: Vec<OutboxEntry>,
-    base: recording::Base,
+    base: Box<recording::Base>,
 }
 
 /// The end of a decided turn: its outputs into the outbox, its decision record kept, the state

@@ -27,8 +27,9 @@ pub(super) fn empty_digest() -> String {
 pub(super) struct Base {
     digest: String,
     applied: SharedList<String>,
-    /// The state itself, only when the conversation filled the window ([`record::needs_base`]).
-    state: Option<AgentState>,
+    /// The state itself, only when the conversation filled the window ([`record::needs_base`]);
+    /// boxed, as it is held across the engine's awaits.
+    state: Option<Box<AgentState>>,
 }
 
 impl Base {
@@ -43,7 +44,7 @@ impl Base {
         Base {
             digest,
             applied: start.base.applied_turn_ids.clone(),
-            state: record::needs_base(&start.base).then(|| start.base.clone()),
+            state: record::needs_base(&start.base).then(|| Box::new(start.base.clone())),
         }
     }
 }
@@ -53,7 +54,7 @@ pub(super) fn row(
     engine: &Engine<'_>,
     turn: &Turn,
     at: &Position<'_>,
-    base: Base,
+    base: Box<Base>,
     processed: &ProcessedTurn,
     state_bytes: &[u8],
 ) -> DecisionRow {
@@ -71,7 +72,7 @@ pub(super) fn row(
         offset: at.offset,
         config: engine.settings().config_version.clone(),
         before: base.digest,
-        base: base.state,
+        base: base.state.map(|b| *b),
         answers: processed.answers.clone(),
         oversized: false,
         outputs: RecordedOutputs::of(&processed.outcome, state_bytes),
