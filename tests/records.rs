@@ -398,3 +398,53 @@ async fn a_long_conversation_keeps_64_records_and_replays_those_with_a_base() {
         .render()
         .contains("turn 1 turn-7: skipped (the turns before it were not kept"));
 }
+
+/// What keeping a record costs, measured (printed, never asserted: no timing in pass/fail
+/// tests): the CPU spent building and encoding every scenario turn's record, against playing the
+/// same scenarios through the worker's turn path (in-memory store, records included; the agents
+/// file's loading taken out). A debug build, one thread; `docs/operations.md` quotes the share
+/// with this command.
+#[tokio::test]
+async fn record_building_cost_is_measured_against_the_turn_path() {
+    use std::time::{Duration, Instant};
+    use turnstile::domain::state;
+    use turnstile::record::replay::trace_all;
+    use turnstile::record::{digest, RecordedOutputs};
+    let (mut path, mut building, mut turns) = (Duration::ZERO, Duration::ZERO, 0);
+    for file in scenario_files() {
+        let scenario = load_scenario(&file).unwrap();
+        let started = Instant::now();
+        let (_, records) = played(&scenario).await;
+        path += started.elapsed();
+        // The runner loads the agents file for each scenario: not turn work, taken out.
+        let started = Instant::now();
+        let catalog = catalog_of(&scenario);
+        path = path.saturating_sub(started.elapsed());
+        let settings = settings_of(&scenario).unwrap();
+        let engine = Engine::new(&catalog, &settings);
+        for ((before, exchanges, outcome), record) in trace_all(&engine, &records)
+            .unwrap()
+            .into_iter()
+            .zip(&records)
+        {
+            // The save encodes both states anyway; the record adds digests, summary, encoding.
+            let (before_bytes, after_bytes) =
+                (state::encode(&before), state::encode(&outcome.state));
+            let answers: Vec<Answer> = exchanges.into_iter().map(|(_, a)| a).collect();
+            let started = Instant::now();
+            let mut rebuilt = record.clone();
+            rebuilt.before = digest(&before_bytes);
+            rebuilt.answers = answers.clone();
+            rebuilt.outputs = RecordedOutputs::of(&outcome, &after_bytes);
+            std::hint::black_box(turnstile::record::encode(&mut rebuilt));
+            building += started.elapsed();
+            turns += 1;
+        }
+    }
+    let share = 100.0 * building.as_secs_f64() / path.as_secs_f64();
+    eprintln!(
+        "record cost: {turns} turns, turn path {:.1} µs/turn (record included), record {:.1} µs/turn, {share:.1} %",
+        path.as_secs_f64() * 1e6 / turns as f64,
+        building.as_secs_f64() * 1e6 / turns as f64,
+    );
+}

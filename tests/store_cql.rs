@@ -195,7 +195,10 @@ async fn migrate_is_idempotent() {
         .expect("decoded rows");
     let mut names: Vec<&str> = tables.iter().map(|(n, _)| n.as_str()).collect();
     names.sort_unstable();
-    assert_eq!(names, ["checkpoints", "decision_records", "partition_leases"]);
+    assert_eq!(
+        names,
+        ["checkpoints", "decision_records", "partition_leases"]
+    );
     // ST-6: retention (30 days by default) is far longer than SESSION_TTL (30 minutes); decision
     // records (issue 26) leave with their checkpoint.
     for table in ["checkpoints", "decision_records"] {
