@@ -346,7 +346,7 @@ async fn replay_sample<S: DecisionRecordStore>(
             continue;
         }
         match replayer.replay(&records).await {
-            Ok(report) => sample.add(&report),
+            Ok(report) => sample.add(&identity.key(), &report),
             Err(code) => return code,
         }
     }

@@ -71,6 +71,7 @@ pub(super) fn row(
         partition: at.partition,
         offset: at.offset,
         config: engine.settings().config_version.clone(),
+        settings: crate::config::settings::overrides_of(engine.settings()),
         before: base.digest,
         base: base.state.map(|b| *b),
         answers: processed.answers.clone(),

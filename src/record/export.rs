@@ -95,7 +95,7 @@ pub fn scenario(
     let file = ScenarioFile {
         name: format!("exported {}", id.key()),
         config: config.to_owned(),
-        settings: crate::config::settings::overrides_of(engine.settings()),
+        settings: played[0].record.settings.clone(),
         identity: json!({"tenant_id": id.tenant_id, "agent_id": id.agent_id, "session_id": id.session_id}),
         turns,
     };

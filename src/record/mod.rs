@@ -19,6 +19,7 @@ pub mod replay;
 
 use serde::{Deserialize, Serialize};
 
+use crate::domain::catalog::Settings;
 use crate::domain::effect::{Answer, EventType, TurnOutcome};
 use crate::domain::state::{self, AgentState, APPLIED_TURN_IDS_MAX};
 use crate::domain::transaction::TransactionStatus;
@@ -45,6 +46,10 @@ pub struct DecisionRecord {
     pub offset: i64,
     /// The configuration version the turn was decided under ([`config_version`]).
     pub config: String,
+    /// The session-control settings that differ from the defaults, by their environment names
+    /// (`config::settings::overrides_of`): replay decides under the same ones.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub settings: serde_json::Map<String, serde_json::Value>,
     /// Digest of the encoded state the turn started from ([`digest`]).
     pub before: String,
     /// The state the turn started from, kept only once the conversation outgrew the window.
@@ -106,6 +111,20 @@ pub enum RecordError {
 /// FNV-1a 64 of `bytes`, as 16 hex digits.
 pub fn digest(bytes: &[u8]) -> String {
     format!("{:016x}", fnv1a64(bytes))
+}
+
+/// The settings `record` was decided under: the defaults with the record's settings applied,
+/// `base`'s configuration version kept. (The replaying process's own environment does not
+/// count: a turn replays under the settings it ran with.)
+pub fn settings_of(base: &Settings, record: &DecisionRecord) -> Settings {
+    let mut settings = crate::config::settings::apply_overrides(
+        &Settings::default(),
+        &record.settings,
+        "decision record",
+    )
+    .unwrap_or_default();
+    settings.config_version = base.config_version.clone();
+    settings
 }
 
 /// The digest of the empty state a conversation starts from.
@@ -216,6 +235,7 @@ mod tests {
             partition: 0,
             offset: 3,
             config: "c".into(),
+            settings: serde_json::Map::new(),
             before: empty_state_digest(),
             base: None,
             answers: vec![Answer::Persisted],

@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 
-use super::{empty_state_digest, DecisionRecord, RecordedOutputs};
+use super::{empty_state_digest, settings_of, DecisionRecord, RecordedOutputs};
 use crate::domain::effect::{Answer, Request, TurnOutcome};
 use crate::domain::engine::{Engine, Step};
 use crate::domain::state::{self, AgentState};
@@ -199,6 +199,8 @@ pub fn replay_exact(engine: &Engine<'_>, records: &[DecisionRecord]) -> Conversa
                 continue;
             }
         };
+        let settings = settings_of(engine.settings(), record);
+        let engine = Engine::new(engine.catalog(), &settings);
         let (verdict, replayed, state) = match engine.replay(&start, &record.turn, &record.answers)
         {
             Err(e) => (Verdict::Diverged(e.to_string()), None, None),
@@ -368,6 +370,8 @@ async fn redecide_turn<M: DecisionModel>(
         speculative: false,
     };
     let diverged = |why: String, calls| (Verdict::Diverged(why), None, None, calls);
+    let settings = settings_of(engine.settings(), record);
+    let engine = &Engine::new(engine.catalog(), &settings);
     let version = &engine.settings().config_version;
     if !version.is_empty() && *version == record.config {
         // The configuration the turn was decided under: its recorded answers, no model call.
@@ -423,6 +427,8 @@ pub fn trace(
     start: &AgentState,
     record: &DecisionRecord,
 ) -> Result<(Vec<Exchange>, TurnOutcome), String> {
+    let settings = settings_of(engine.settings(), record);
+    let engine = Engine::new(engine.catalog(), &settings);
     let mut run = engine
         .start(start, &record.turn)
         .map_err(|e| e.to_string())?;
@@ -485,6 +491,9 @@ pub fn outcome_label(o: &RecordedOutputs) -> &'static str {
     }
 }
 
+/// At most this many changed conversations are listed by name.
+const SAMPLE_CHANGED_LISTED: usize = 20;
+
 /// Many conversations' replays, by the recorded outcome of their turns: `replay --sample`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SampleReport {
@@ -495,13 +504,23 @@ pub struct SampleReport {
     pub by_outcome: std::collections::BTreeMap<&'static str, (usize, usize)>,
     /// Turns not judged (no base, after a divergence, no answers kept).
     pub skipped: usize,
+    /// The changed conversations (`tenant/agent/session`) and their first changed turn, to
+    /// replay one by one.
+    pub changed: Vec<(String, usize)>,
 }
 
 impl SampleReport {
-    pub fn add(&mut self, report: &ConversationReport) {
+    /// Adds the replay of conversation `key`.
+    pub fn add(&mut self, key: &str, report: &ConversationReport) {
         self.conversations += 1;
         if report.differences() > 0 {
             self.changed_conversations += 1;
+            let first = report
+                .turns
+                .iter()
+                .find(|t| matches!(t.verdict, Verdict::Changed(_) | Verdict::Diverged(_)))
+                .map_or(0, |t| t.index);
+            self.changed.push((key.to_owned(), first));
         }
         for t in &report.turns {
             let changed = match t.verdict {
@@ -538,6 +557,13 @@ impl SampleReport {
             "{} of {} conversations changed; {} turns not judged",
             self.changed_conversations, self.conversations, self.skipped
         );
+        for (key, turn) in self.changed.iter().take(SAMPLE_CHANGED_LISTED) {
+            let _ = writeln!(out, "changed: {key} from turn {turn}");
+        }
+        if self.changed.len() > SAMPLE_CHANGED_LISTED {
+            let more = self.changed.len() - SAMPLE_CHANGED_LISTED;
+            let _ = writeln!(out, "changed: … and {more} more");
+        }
         out
     }
 }
