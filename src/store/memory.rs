@@ -61,15 +61,6 @@ impl InMemoryCheckpointStore {
         }
     }
 
-    /// Replaces one stored decision record's bytes, for tests that tamper with a record.
-    pub fn put_decision(&self, identity: &Identity, turn_id: &str, record: Vec<u8>) {
-        if let Ok(mut all) = self.decisions.lock() {
-            let rows = all.entry(identity.clone()).or_default();
-            let ts = rows.get(turn_id).map_or(i64::MIN, |(ts, _)| *ts);
-            rows.insert(turn_id.to_owned(), (ts, Some(record)));
-        }
-    }
-
     fn write(
         &self,
         identity: &Identity,
@@ -247,5 +238,34 @@ mod tests {
         );
         assert_eq!(store.acquire_epoch("turns", 0, "w").await, Ok(2));
         assert_eq!(store.acquire_epoch("turns", 1, "w").await, Ok(1));
+    }
+
+    /// Issue 26: a decision record is fenced like the checkpoint (a zombie's loses), and a write
+    /// deletes the records it names as expired.
+    #[tokio::test]
+    async fn decision_records_are_fenced_and_expire_by_name() {
+        let store = InMemoryCheckpointStore::new();
+        let id = Identity::new("t", "a", "s");
+        let f = |epoch, offset| Fence { epoch, offset };
+        let row = |turn: &str, bytes: &str, expired: &[&str]| DecisionRow {
+            turn_id: turn.into(),
+            record: bytes.as_bytes().to_vec(),
+            expired: expired.iter().map(|s| s.to_string()).collect(),
+        };
+        store
+            .save_decision(&id, &row("t1", "owner", &[]), f(2, 5))
+            .await
+            .unwrap();
+        store
+            .save_decision(&id, &row("t1", "zombie", &[]), f(1, 9))
+            .await
+            .unwrap();
+        store
+            .save_decision(&id, &row("t2", "second", &["t1"]), f(2, 6))
+            .await
+            .unwrap();
+        let kept = store.load_decisions(&id).await.unwrap();
+        assert_eq!(kept, vec![row("t2", "second", &[])]);
+        assert_eq!(store.list_conversations(10).await.unwrap(), vec![id]);
     }
 }
