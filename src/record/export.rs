@@ -101,7 +101,7 @@ pub fn scenario(
     };
     let mut value = serde_json::to_value(&file).unwrap_or(Value::Null);
     mask.apply(&mut value);
-    let body = serde_yaml_ng::to_string(&value).unwrap_or_default();
+    let body = quote_yaml11_booleans(&serde_yaml_ng::to_string(&value).unwrap_or_default());
     let header = header(&played, &notes);
     Ok(Exported {
         text: format!("{header}{body}"),
@@ -134,6 +134,23 @@ pub fn conversation(
         text: format!("{line}\n"),
         notes: mask.notes,
     })
+}
+
+/// `user: yes` quoted: YAML 1.1 readers take `yes`, `no`, `on`, `off` for booleans
+/// (docs/scenarios.md asks scenario files to quote them).
+fn quote_yaml11_booleans(yaml: &str) -> String {
+    const WORDS: [&str; 8] = ["yes", "no", "on", "off", "y", "n", "true", "false"];
+    let mut out = String::with_capacity(yaml.len() + 16);
+    for line in yaml.lines() {
+        let quoted = line.split_once("user: ").and_then(|(head, word)| {
+            let plain = head.trim_start_matches([' ', '-']).is_empty();
+            (plain && WORDS.contains(&word.to_ascii_lowercase().as_str()))
+                .then(|| format!("{head}user: \"{word}\""))
+        });
+        out.push_str(quoted.as_deref().unwrap_or(line));
+        out.push('\n');
+    }
+    out
 }
 
 fn conversation_turn(assistant: &Assistant, p: &Played<'_>) -> Value {
@@ -556,6 +573,15 @@ fn mask(text: &str, kind: &ParameterKind, k: usize) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn yaml_11_booleans_are_quoted_as_user_text() {
+        let yaml = "turns:\n- user: yes\n  expect: {}\n- user: Não\n- user: No\n  x: no\n";
+        assert_eq!(
+            quote_yaml11_booleans(yaml),
+            "turns:\n- user: \"yes\"\n  expect: {}\n- user: Não\n- user: \"No\"\n  x: no\n"
+        );
+    }
 
     #[test]
     fn masks_keep_the_shape_of_the_value() {
