@@ -170,7 +170,7 @@ where
     // keeps its slot in the future until its scope ends).
     let (deciding, base) = {
         let start = TurnStart::new(state, in_flight, &turn.turn_id);
-        let base = Box::new(recording::Base::of(&start, before));
+        let base = recording::Base::of(&start, before);
         let deciding = Box::pin(decide_turn(engine, store, model, tools, turn, start, fence));
         (deciding, base)
     };
@@ -204,7 +204,7 @@ where
 struct Ended {
     processed: Box<ProcessedTurn>,
     outbox: Vec<OutboxEntry>,
-    base: Box<recording::Base>,
+    base: recording::Base,
 }
 
 /// The end of a decided turn: its outputs into the outbox, its decision record kept, the state

@@ -54,7 +54,7 @@ pub(super) fn row(
     engine: &Engine<'_>,
     turn: &Turn,
     at: &Position<'_>,
-    base: Box<Base>,
+    base: Base,
     processed: &ProcessedTurn,
     state_bytes: &[u8],
 ) -> DecisionRow {
