@@ -260,3 +260,184 @@ async fn records_in_cql_replay_exactly_export_as_a_passing_scenario_and_show_tam
     assert_eq!(kept.len(), 4);
     assert!(kept.len() <= RECORDS_PER_CONVERSATION);
 }
+
+/// Target: `replay --config` against a configuration that moves one example lists exactly the
+/// conversations (and turns) whose decision changed. The decision model is the embeddings one
+/// (`config/profiles.embeddings.yaml`, the server `scripts/services.sh up` starts on
+/// 127.0.0.1:8000; `EMBEDDINGS_BASE_URL` overrides it), live in the worker and in the replay.
+/// The oracle is independent of the replay: each conversation played afresh under the new
+/// configuration; a fitted head may move other decisions than the moved example's, and replay
+/// must list exactly those that moved.
+#[tokio::test]
+async fn redeciding_with_a_moved_example_lists_the_conversations_it_changes() {
+    use std::sync::Arc;
+    use turnstile::cli::model_args::{ModelArgs, ModelConcurrency};
+    use turnstile::config::profiles::load_profiles;
+    use turnstile::domain::catalog::{Catalog, Settings};
+    use turnstile::model::configured::ConfiguredModel;
+    use turnstile::record::RecordedOutputs;
+    use turnstile::store::InMemoryCheckpointStore;
+    const EMBEDDING_PROFILES: &str = "config/profiles.embeddings.yaml";
+    let embeddings = std::env::var("EMBEDDINGS_BASE_URL")
+        .unwrap_or_else(|_| "http://127.0.0.1:8000/v1".to_owned());
+    let cache = ".cache/embeddings";
+    let keyspace = format!(
+        "turnstile_test_{}_{:08x}",
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+        random_u32()
+    );
+    let cfg = config(&keyspace);
+    ScyllaCheckpointStore::migrate(&cfg).await.unwrap();
+    let store = ScyllaCheckpointStore::connect(&cfg).await.unwrap();
+    let run = random_u32();
+
+    // The new configuration: "where is my order?" moved from the tracking examples to the
+    // cancellation's.
+    let text = std::fs::read_to_string(AGENTS).unwrap();
+    let example = "            - where is my order?\n";
+    let anchor = "            - cancel my purchase\n";
+    assert!(text.contains(example) && text.contains(anchor));
+    let moved = text
+        .replacen(example, "", 1)
+        .replacen(anchor, &format!("{anchor}{example}"), 1);
+    let dir = std::env::temp_dir().join(format!("turnstile-records-moved-{run:08x}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let new_agents = dir.join("agents.moved.yaml");
+    std::fs::write(&new_agents, moved).unwrap();
+    // The embeddings profiles with a generous timeout: a call timing out on a loaded machine
+    // would be a fallback, a decision that differs for the wrong reason.
+    let profiles_text = std::fs::read_to_string(EMBEDDING_PROFILES).unwrap();
+    assert!(profiles_text.contains("timeout_seconds: 2\n"));
+    let patient = dir.join("profiles.patient.yaml");
+    std::fs::write(
+        &patient,
+        profiles_text.replace("timeout_seconds: 2\n", "timeout_seconds: 60\n"),
+    )
+    .unwrap();
+    let patient_arg = patient.display().to_string();
+
+    let build = |agents: std::path::PathBuf| {
+        let embeddings = embeddings.clone();
+        let patient = patient.clone();
+        async move {
+            let catalog = Arc::new(load_catalog(&agents).unwrap());
+            let mut settings = Settings::default();
+            settings.config_version = config_version_of_files(&agents, &patient).unwrap();
+            let settings = Arc::new(settings);
+            let profiles = Arc::new(load_profiles(&patient).unwrap());
+            let model = ModelArgs {
+                model_base_url: None,
+                embeddings_base_url: Some(embeddings.clone()),
+                embeddings_cache_dir: Some(cache.into()),
+            }
+            .build_model(
+                &catalog,
+                &settings,
+                profiles,
+                &|_: &str| None,
+                ModelConcurrency::default(),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("embeddings at {embeddings}: {e} (scripts/services.sh up)"));
+            (catalog, settings, model)
+        }
+    };
+    let before: (Arc<Catalog>, Arc<Settings>, ConfiguredModel) = build(AGENTS.into()).await;
+    // Built here first, so the replays below load its fitted examples from the cache.
+    let after = build(new_agents.clone()).await;
+    let tools = ScriptedTools::default();
+    let texts = [
+        ("track", "where is my order?"),
+        ("cancel", "cancel my purchase"),
+        ("bill", "show me my bill"),
+    ];
+    let mut changed_by_oracle = Vec::new();
+    let mut conversations = Vec::new();
+    for (label, text) in texts {
+        let identity = Identity::new("t1", "retail-bot", &format!("{label}-{run:08x}"));
+        let turn = Turn {
+            turn_id: "turn-1".into(),
+            identity: identity.clone(),
+            input: turnstile::domain::turn::TurnInput::Text(text.into()),
+            locale: turnstile::domain::locale::Locale::En,
+            at_ms: now_ms(),
+        };
+        let engine = Engine::new(&before.0, &before.1);
+        let old = process_turn(&engine, &store, &before.2, &tools, &turn)
+            .await
+            .unwrap();
+        let engine = Engine::new(&after.0, &after.1);
+        let fresh = InMemoryCheckpointStore::new();
+        let new = process_turn(&engine, &fresh, &after.2, &tools, &turn)
+            .await
+            .unwrap();
+        let summary = |o: &turnstile::domain::effect::TurnOutcome| {
+            let mut s = RecordedOutputs::of(o, b"");
+            (s.digest, s.after) = (String::new(), String::new());
+            s
+        };
+        if summary(&old.outcome) != summary(&new.outcome) {
+            changed_by_oracle.push(identity.key());
+        }
+        conversations.push(identity);
+    }
+    eprintln!("decided differently under the moved example: {changed_by_oracle:?}");
+    assert!(
+        changed_by_oracle.contains(&conversations[0].key()),
+        "the moved example's own message is decided differently: {changed_by_oracle:?}"
+    );
+
+    let new_agents = new_agents.display().to_string();
+    let replay = |what: &[&str]| {
+        let mut args = vec!["replay"];
+        args.extend(what);
+        args.extend([
+            "--current-profiles",
+            &patient_arg,
+            "--config",
+            &new_agents,
+            "--profiles",
+            &patient_arg,
+            "--embeddings-base-url",
+            &embeddings,
+            "--embeddings-cache-dir",
+            cache,
+        ]);
+        turnstile(&keyspace, &args)
+    };
+    for identity in &conversations {
+        let (code, out, err) = replay(&["t1", "retail-bot", &identity.session_id]);
+        let changed = changed_by_oracle.contains(&identity.key());
+        assert_eq!(
+            code,
+            if changed { 1 } else { 0 },
+            "{}: {out}{err}",
+            identity.key()
+        );
+        let line = if changed {
+            "turn 1 turn-1: CHANGED"
+        } else {
+            "turn 1 turn-1: same"
+        };
+        assert!(out.contains(line), "{out}");
+    }
+    let (code, out, err) = replay(&["--sample", "100"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let listed: Vec<String> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("changed: "))
+        .map(|l| l.trim_end_matches(" from turn 1").to_owned())
+        .collect();
+    let mut expected = changed_by_oracle.clone();
+    expected.sort();
+    let mut listed_sorted = listed.clone();
+    listed_sorted.sort();
+    assert_eq!(listed_sorted, expected, "{out}");
+    assert!(
+        out.contains(&format!("{} of 3 conversations changed", expected.len())),
+        "{out}"
+    );
+}
