@@ -324,9 +324,10 @@ async fn redeciding_with_a_moved_example_lists_the_conversations_it_changes() {
         let patient = patient.clone();
         async move {
             let catalog = Arc::new(load_catalog(&agents).unwrap());
-            let mut settings = Settings::default();
-            settings.config_version = config_version_of_files(&agents, &patient).unwrap();
-            let settings = Arc::new(settings);
+            let settings = Arc::new(Settings {
+                config_version: config_version_of_files(&agents, &patient).unwrap(),
+                ..Settings::default()
+            });
             let profiles = Arc::new(load_profiles(&patient).unwrap());
             let model = ModelArgs {
                 model_base_url: None,
