@@ -35,6 +35,7 @@
 //! | [`pipeline`] | one record through the flow, for the worker and the scenario runner alike: `handle_record` (decode, fencing, republish, dead letters), `apply_turn`, [`pipeline::decide`] (the engine loop, write-ahead), [`pipeline::outbox`], [`pipeline::cache`] (`CheckpointCache`: rows saved under the current lease, read instead of the store) |
 //! | [`message`] | wire formats: inbound turn decoding (IO-3), replies, CloudEvents, dead-letter records |
 //! | `testkit` (feature `harness`) | real loopback HTTP servers speaking the model and tool protocols, scripted, with faults |
+//! | [`record`] | decision records (issue 26): what each turn consumed and produced, kept with the conversation; [`record::replay`] re-runs them through the engine, [`record::export`] turns them into a scenario or a conversation-set line |
 //! | [`cli`] | subcommands of the binary (`classify`, `eval`, …) |
 //! | [`eval`] | offline evaluations on real utterances (`turnstile eval`): CLINC150's format and benchmark ([`eval::intent_benchmark`]), first-turn decisions, whole conversations ([`eval::conversations`]: played through the worker's turn path, judged turn by turn), the PR-6 recogniser report |
 //! | `chaos` (feature `harness`) | the fault harness behind `turnstile chaos` (SIGKILL, rebalance, outages, hostile input) |
@@ -62,6 +63,7 @@ pub mod message;
 pub mod model;
 pub mod pipeline;
 pub mod ports;
+pub mod record;
 pub mod scenario;
 pub mod store;
 pub mod telemetry;

@@ -58,6 +58,13 @@ enum Command {
     },
     /// Create the checkpoint keyspace and tables (idempotent; run on every deploy).
     Migrate(turnstile::cli::migrate::Args),
+    /// Re-run a stored conversation from its decision records: the same outputs turn by turn
+    /// (exit 0), a difference (exit 1); --config re-decides with another configuration,
+    /// --sample N over many conversations (64 bad input, 69 store unreachable).
+    Replay(turnstile::cli::replay::Args),
+    /// Write a stored conversation as a scenario or a conversation-set line, sensitive values
+    /// masked (64 bad input or no records, 69 store unreachable, 73 output not writable).
+    Export(turnstile::cli::export::Args),
     /// Print the stored checkpoint of one conversation as JSON.
     Inspect(turnstile::cli::inspect::Args),
     /// Ask the session-control classifier about one message over HTTP (exit 0 accepted,
@@ -127,6 +134,8 @@ fn main() -> ExitCode {
         Command::Run(args) => block_on_exit(turnstile::cli::run::run(args)),
         Command::Migrate(args) => block_on_exit(turnstile::cli::migrate::run(args)),
         Command::Inspect(args) => block_on_exit(turnstile::cli::inspect::run(args)),
+        Command::Replay(args) => block_on_exit(turnstile::cli::replay::run(args)),
+        Command::Export(args) => block_on_exit(turnstile::cli::export::run(args)),
         Command::Classify(args) => block_on_exit(turnstile::cli::classify::run(args)),
         #[cfg(feature = "harness")]
         Command::Chaos(args) => ExitCode::from(turnstile::cli::chaos::run(args)),

@@ -121,6 +121,18 @@ pub trait CheckpointStore {
         record: &CheckpointRecord,
         fence: Fence,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
+    /// Keeps the turn's decision record (issue 26, `pipeline::record`) under `fence`, and drops
+    /// the records `row.expired` names. Stores that keep no records accept it and do nothing
+    /// (this default); those that do forward it to their [`DecisionRecordStore`].
+    fn record_decision(
+        &self,
+        identity: &Identity,
+        row: &DecisionRow,
+        fence: Fence,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let _ = (identity, row, fence);
+        async { Ok(()) }
+    }
     /// Takes the next lease epoch of `(topic, partition)`: once per partition assignment.
     /// Concurrent acquirers get distinct, increasing epochs.
     fn acquire_epoch(
@@ -129,4 +141,39 @@ pub trait CheckpointStore {
         partition: i32,
         owner: &str,
     ) -> impl Future<Output = Result<i64, StoreError>> + Send;
+}
+
+/// One turn's decision record as a store keeps it: opaque bytes (`pipeline::record` encodes and
+/// decodes them) under the conversation identity and the turn id, so a turn decided again after
+/// a crash replaces its own record instead of adding a second one.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DecisionRow {
+    pub turn_id: String,
+    pub record: Vec<u8>,
+    /// Turn ids whose records leave the conversation's window with this write (the bound).
+    pub expired: Vec<String>,
+}
+
+/// Decision records by conversation (issue 26): written once per applied turn, read by
+/// `turnstile replay` and `turnstile export`. Same TTL and fencing as the checkpoints.
+pub trait DecisionRecordStore {
+    /// Writes `row.record` under `(identity, row.turn_id)` and deletes `row.expired`, fenced
+    /// like the turn's checkpoint save (a zombie writer's record loses to the owner's).
+    fn save_decision(
+        &self,
+        identity: &Identity,
+        row: &DecisionRow,
+        fence: Fence,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+    /// Every record kept for the conversation, in no particular order (`expired` empty).
+    fn load_decisions(
+        &self,
+        identity: &Identity,
+    ) -> impl Future<Output = Result<Vec<DecisionRow>, StoreError>> + Send;
+    /// Up to `limit` conversations that have records, in the store's order (token order in
+    /// CQL: spread over tenants and time, not the newest first): `replay --sample`.
+    fn list_conversations(
+        &self,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<Identity>, StoreError>> + Send;
 }

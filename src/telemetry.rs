@@ -45,12 +45,20 @@ pub const CHECKPOINT_SAVE_DURATION_SECONDS: &str = "turnstile_checkpoint_save_du
 pub const CHECKPOINT_REQUESTS_WAITING: &str = "turnstile_checkpoint_requests_waiting";
 pub const CHECKPOINT_ERRORS_TOTAL: &str = "turnstile_checkpoint_errors_total";
 /// The `op` label values of `turnstile_checkpoint_errors_total`.
-pub const CHECKPOINT_OPS: [&str; 3] = ["load", "save", "acquire_epoch"];
+pub const CHECKPOINT_OPS: [&str; 4] = ["load", "save", "acquire_epoch", "record"];
 pub const CHECKPOINT_DECODE_FAILURES_TOTAL: &str = "turnstile_checkpoint_decode_failures_total";
 pub const CHECKPOINT_CACHE_LOOKUPS_TOTAL: &str = "turnstile_checkpoint_cache_lookups_total";
 pub const CHECKPOINT_CACHE_INVALIDATIONS_TOTAL: &str =
     "turnstile_checkpoint_cache_invalidations_total";
 pub const CHECKPOINT_CACHE_BYTES: &str = "turnstile_checkpoint_cache_bytes";
+/// Size of each turn's decision record as stored (issue 26), in bytes.
+pub const DECISION_RECORD_BYTES: &str = "turnstile_decision_record_bytes";
+/// Decision records by outcome: `saved`, `oversized` (kept without answers), `failed`.
+pub const DECISION_RECORDS_TOTAL: &str = "turnstile_decision_records_total";
+/// Buckets of [`DECISION_RECORD_BYTES`]: 256 B … 64 KiB (the per-turn target is 2 KB).
+pub const RECORD_BYTES_BUCKETS: &[f64] = &[
+    256.0, 512.0, 1024.0, 1536.0, 2048.0, 3072.0, 4096.0, 8192.0, 16384.0, 65536.0,
+];
 pub const FENCED_WRITES_TOTAL: &str = "turnstile_fenced_writes_total";
 pub const DEAD_LETTERS_TOTAL: &str = "turnstile_dead_letters_total";
 pub const PARTITIONS_ASSIGNED: &str = "turnstile_partitions_assigned";
@@ -82,6 +90,18 @@ enum MetricKind {
 
 /// The catalogue's help texts and units: (kind, name, unit, help), in the order they are described.
 const DESCRIPTIONS: &[(MetricKind, &str, Unit, &str)] = &[
+    (
+        MetricKind::Histogram,
+        DECISION_RECORD_BYTES,
+        Unit::Bytes,
+        "Size of each applied turn's decision record as stored (issue 26; target 2 KB).",
+    ),
+    (
+        MetricKind::Counter,
+        DECISION_RECORDS_TOTAL,
+        Unit::Count,
+        "Decision records by outcome: saved, oversized (kept without answers), failed.",
+    ),
     (
         MetricKind::Counter,
         DECISIONS_TOTAL,
@@ -409,7 +429,8 @@ pub fn turn_span(topic: &str, partition: i32, offset: i64) -> tracing::Span {
         offset,
         tenant_id = tracing::field::Empty,
         turn_id = tracing::field::Empty,
-        checkpoint = tracing::field::Empty
+        checkpoint = tracing::field::Empty,
+        decision_record_bytes = tracing::field::Empty
     )
 }
 

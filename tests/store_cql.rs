@@ -195,13 +195,16 @@ async fn migrate_is_idempotent() {
         .expect("decoded rows");
     let mut names: Vec<&str> = tables.iter().map(|(n, _)| n.as_str()).collect();
     names.sort_unstable();
-    assert_eq!(names, ["checkpoints", "partition_leases"]);
-    // ST-6: retention (30 days by default) is far longer than SESSION_TTL (30 minutes).
-    let ttl = tables
-        .iter()
-        .find(|(n, _)| n == "checkpoints")
-        .map(|(_, ttl)| *ttl);
-    assert_eq!(ttl, Some(30 * 86_400));
+    assert_eq!(
+        names,
+        ["checkpoints", "decision_records", "partition_leases"]
+    );
+    // ST-6: retention (30 days by default) is far longer than SESSION_TTL (30 minutes); decision
+    // records (issue 26) leave with their checkpoint.
+    for table in ["checkpoints", "decision_records"] {
+        let ttl = tables.iter().find(|(n, _)| n == table).map(|(_, ttl)| *ttl);
+        assert_eq!(ttl, Some(30 * 86_400), "{table}");
+    }
     let _ = store
         .session()
         .query_unpaged(format!("DROP KEYSPACE IF EXISTS {ks}"), ())

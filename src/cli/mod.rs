@@ -6,9 +6,11 @@ pub mod classify;
 pub mod eval;
 pub mod eval_conversations;
 pub mod eval_conversations_kafka;
+pub mod export;
 pub mod inspect;
 pub mod migrate;
 pub mod model_args;
+pub mod replay;
 pub mod run;
 pub mod tool_args;
 

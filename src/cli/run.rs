@@ -152,7 +152,9 @@ fn load_configuration(
     let file = load_agents_file(&args.config).map_err(|e| e.to_string())?;
     let catalog = Arc::new(file.catalog);
     let profiles = Arc::new(load_profiles(&args.profiles).map_err(|e| e.to_string())?);
-    let settings = Arc::new(settings_from_env(env).map_err(|e| e.to_string())?);
+    let mut settings = settings_from_env(env).map_err(|e| e.to_string())?;
+    settings.config_version = crate::record::config_version_of_files(&args.config, &args.profiles)?;
+    let settings = Arc::new(settings);
     check_profile_references(
         &catalog,
         &args.config.display().to_string(),
@@ -218,6 +220,12 @@ fn install_metrics() -> Result<PrometheusHandle, BuildError> {
             b.set_buckets_for_metric(
                 Matcher::Full(telemetry::TURN_AGE_SECONDS.into()),
                 telemetry::TURN_AGE_BUCKETS_SECONDS,
+            )
+        })
+        .and_then(|b| {
+            b.set_buckets_for_metric(
+                Matcher::Full(telemetry::DECISION_RECORD_BYTES.into()),
+                telemetry::RECORD_BYTES_BUCKETS,
             )
         })
         .and_then(|b| {

@@ -89,6 +89,88 @@ pub fn apply_overrides(
     ConfigErrors(errors).into_result(settings)
 }
 
+/// The settings of `settings` that differ from the defaults, by name, as [`apply_overrides`]
+/// reads them (a scenario's `settings:`, `turnstile export`). The configuration version is
+/// not a setting and is left out.
+pub fn overrides_of(settings: &Settings) -> Map<String, Value> {
+    let d = Settings::default();
+    let s = settings;
+    let mut out = Map::new();
+    let mut put = |name: &str, differs: bool, value: Value| {
+        if differs {
+            out.insert(name.to_owned(), value);
+        }
+    };
+    let b = |v: bool| Value::Bool(v);
+    let n = |v: f64| serde_json::json!(v);
+    let text = |v: &Option<String>| v.clone().map_or(Value::Null, Value::String);
+    put(
+        ENABLE_ROUTE_STICKINESS,
+        s.enable_route_stickiness != d.enable_route_stickiness,
+        b(s.enable_route_stickiness),
+    );
+    put(
+        ROUTER_SPECULATIVE,
+        s.router_speculative != d.router_speculative,
+        b(s.router_speculative),
+    );
+    let profile = Value::String(s.route_stickiness_llm_profile.clone());
+    put(
+        ROUTE_STICKINESS_LLM_PROFILE,
+        s.route_stickiness_llm_profile != d.route_stickiness_llm_profile,
+        profile,
+    );
+    let (st, rt, it) = (
+        s.route_stickiness_confidence_threshold,
+        s.router_confidence_threshold,
+        s.interpreter_confidence_threshold,
+    );
+    put(
+        ROUTE_STICKINESS_CONFIDENCE_THRESHOLD,
+        st != d.route_stickiness_confidence_threshold,
+        n(st),
+    );
+    put(
+        ROUTER_CONFIDENCE_THRESHOLD,
+        rt != d.router_confidence_threshold,
+        n(rt),
+    );
+    put(
+        INTERPRETER_CONFIDENCE_THRESHOLD,
+        it != d.interpreter_confidence_threshold,
+        n(it),
+    );
+    let turns = s.route_stickiness_history_turns;
+    put(
+        ROUTE_STICKINESS_HISTORY_TURNS,
+        turns != d.route_stickiness_history_turns,
+        serde_json::json!(turns),
+    );
+    let tokens = s.route_stickiness_max_tokens;
+    put(
+        ROUTE_STICKINESS_MAX_TOKENS,
+        tokens != d.route_stickiness_max_tokens,
+        serde_json::json!(tokens),
+    );
+    put(
+        HUMAN_HANDOFF_MESSAGE,
+        s.human_handoff_message != d.human_handoff_message,
+        text(&s.human_handoff_message),
+    );
+    put(
+        END_SESSION_MESSAGE,
+        s.end_session_message != d.end_session_message,
+        text(&s.end_session_message),
+    );
+    let ttl = format!("{}s", s.session_ttl_ms / 1000);
+    put(
+        SESSION_TTL,
+        s.session_ttl_ms != d.session_ttl_ms,
+        Value::String(ttl),
+    );
+    out
+}
+
 /// Parses `value` for setting `name` and stores it.
 fn set(settings: &mut Settings, name: &str, value: &Value, file: &str) -> Result<(), ConfigError> {
     let err = |problem: String, fix: &str| ConfigError::new(file, name, problem, fix);

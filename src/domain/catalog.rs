@@ -37,6 +37,8 @@ pub struct ParameterSpec {
     pub example: Option<String>,
     /// How replies name it and describe its expected form (RP-3, RP-4).
     pub wording: ParameterWording,
+    /// Personal data: `turnstile export` masks its values (issue 26).
+    pub sensitive: bool,
 }
 
 /// What happens after `max_attempts` invalid values (MG-4).
@@ -245,6 +247,9 @@ pub struct Settings {
     pub session_ttl_ms: i64,
     /// Start the router while the classifier runs (latency over cost); off by default.
     pub router_speculative: bool,
+    /// The configuration version decision records carry (issue 26): a content hash of the
+    /// agents and profiles files, set where they are read; empty when unknown.
+    pub config_version: String,
 }
 
 pub const DEFAULT_HUMAN_HANDOFF_MESSAGE: &str = "I will transfer your request to a person.";
@@ -265,6 +270,7 @@ impl Default for Settings {
             topic_confidence_threshold: 0.60,
             session_ttl_ms: 30 * 60 * 1000,
             router_speculative: false,
+            config_version: String::new(),
         }
     }
 }

@@ -116,6 +116,7 @@ where
                     outcome: *outcome,
                     model_calls,
                     recovered,
+                    answers: run.answers().to_vec(),
                 });
             }
             Step::Need(request) => request,

@@ -13,13 +13,14 @@
 pub mod cache;
 pub mod decide;
 pub mod outbox;
+mod recording;
 
 use metrics::counter;
 
 use crate::clock::now_ms;
 use crate::domain::catalog::Catalog;
 use crate::domain::decision::Skill;
-use crate::domain::effect::TurnOutcome;
+use crate::domain::effect::{Answer, TurnOutcome};
 use crate::domain::engine::{Engine, EngineError};
 use crate::domain::state::{self, AgentState, DecodeStateError};
 use crate::domain::turn::Turn;
@@ -30,6 +31,7 @@ use crate::message::{
 use crate::ports::{
     CheckpointRecord, CheckpointStore, DecisionModel, Fence, StoreError, ToolGateway,
 };
+use crate::record;
 use crate::store::fencing::{write_timestamp, PHASE_TURN_END};
 use crate::telemetry;
 
@@ -59,6 +61,8 @@ pub struct ProcessedTurn {
     pub model_calls: Vec<Skill>,
     /// True when the turn resumed from a write-ahead record (crash recovery).
     pub recovered: bool,
+    /// Every answer the engine consumed, in order (recorded ones included): the decision record.
+    pub answers: Vec<Answer>,
 }
 
 /// Where a record sits in its input stream and under which partition lease it runs.
@@ -151,6 +155,10 @@ where
     outbox.retain(|e| {
         e.topic == at.topic && e.partition == at.partition && e.offset >= at.committed_mark
     });
+    let before = match &row {
+        None => recording::empty_digest(),
+        Some(r) => record::digest(&r.state),
+    };
     let (state, in_flight) = match &row {
         None => (AgentState::default(), None),
         Some(r) => decode_record(&r.state, r.in_flight.as_deref())?,
@@ -158,11 +166,17 @@ where
     // The stored bytes are decoded; a turn parked on a model call should not hold them too.
     drop(row);
     let fence = at.fence();
-    let start = TurnStart::new(state, in_flight, &turn.turn_id);
+    // Scoped: the start state ends here, not after the engine's awaits (a moved-from local
+    // keeps its slot in the future until its scope ends).
+    let (deciding, base) = {
+        let start = TurnStart::new(state, in_flight, &turn.turn_id);
+        let base = recording::Base::of(&start, before);
+        let deciding = Box::pin(decide_turn(engine, store, model, tools, turn, start, fence));
+        (deciding, base)
+    };
     // Boxed once decided: the outcome (its state and replies) is held across the save's await,
     // and inline it would size every turn's future for that await, parked ones too.
-    let processed =
-        Box::new(Box::pin(decide_turn(engine, store, model, tools, turn, start, fence)).await?);
+    let processed = Box::new(deciding.await?);
     telemetry::record_outcome(&processed.outcome);
     if let Some(handback) = processed.outcome.handback {
         // SC-11: hand-backs are rare and operator-driven; one line each, in the turn's span.
@@ -177,6 +191,38 @@ where
             outputs: Vec::new(),
         });
     }
+    let ended = Ended {
+        processed,
+        outbox,
+        base,
+    };
+    // Boxed: the record and save awaits would otherwise size every parked turn's future.
+    Box::pin(finish_turn(engine, store, turn, at, cache, ended)).await
+}
+
+/// A decided turn on its way to the store.
+struct Ended {
+    processed: Box<ProcessedTurn>,
+    outbox: Vec<OutboxEntry>,
+    base: recording::Base,
+}
+
+/// The end of a decided turn: its outputs into the outbox, its decision record kept, the state
+/// and outbox saved (and cached).
+async fn finish_turn<S: CheckpointStore>(
+    engine: &Engine<'_>,
+    store: &S,
+    turn: &Turn,
+    at: Position<'_>,
+    cache: Option<&CheckpointCache>,
+    ended: Ended,
+) -> Result<TurnResult, PipelineError> {
+    let Ended {
+        processed,
+        mut outbox,
+        base,
+    } = ended;
+    let fence = at.fence();
     let outputs = encode_outputs(turn, &processed.outcome, now_ms());
     outbox.push(OutboxEntry {
         topic: at.topic.to_owned(),
@@ -185,8 +231,13 @@ where
         turn_id: turn.turn_id.clone(),
         outputs: outputs.iter().map(to_outbox).collect(),
     });
+    let state_bytes = state::encode(&processed.outcome.state);
+    // Before the save: a saved turn is never decided again (a redelivery republishes it), so
+    // this is the only chance to keep its record (docs/decisions.md, "Decision records").
+    let row = recording::row(engine, turn, &at, base, &processed, &state_bytes);
+    recording::keep(store, &turn.identity, row, fence).await?;
     let record = CheckpointRecord {
-        state: state::encode(&processed.outcome.state),
+        state: state_bytes,
         in_flight: None,
         applied: Some((at.partition, at.offset)),
         outbox: Some(serde_json::to_vec(&outbox).unwrap_or_default()),

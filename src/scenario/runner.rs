@@ -143,8 +143,9 @@ pub fn run_paths(paths: &[PathBuf]) -> Result<RunReport, String> {
         let result = match load_scenario(&file) {
             Err(e) => ScenarioResult::unloadable(&file, e),
             Ok(scenario) => {
+                let store = InMemoryCheckpointStore::new();
                 let failure = runtime
-                    .block_on(run_scenario(&scenario, &mut catalogs))
+                    .block_on(run_scenario(&scenario, &mut catalogs, &store))
                     .err();
                 ScenarioResult {
                     file: scenario.file.clone(),
@@ -189,9 +190,22 @@ async fn take_lease(store: &InMemoryCheckpointStore) -> Result<i64, String> {
         .map_err(|e| format!("partition lease: {e}"))
 }
 
+/// Plays `scenario` into `store`, which keeps its checkpoints and decision records (replay's
+/// tests run every scenario and replay what it stored). `Err`: the scenario's failure.
+pub async fn play_into(scenario: &Scenario, store: &InMemoryCheckpointStore) -> Result<(), String> {
+    run_scenario(scenario, &mut BTreeMap::new(), store).await
+}
+
+/// The settings `scenario` runs with: the defaults with its `settings:` applied.
+pub fn settings_of(scenario: &Scenario) -> Result<Settings, String> {
+    apply_overrides(&Settings::default(), &scenario.settings, &scenario.file)
+        .map_err(|e| format!("settings: {e}"))
+}
+
 async fn run_scenario(
     scenario: &Scenario,
     catalogs: &mut BTreeMap<String, Result<Catalog, String>>,
+    store: &InMemoryCheckpointStore,
 ) -> Result<(), String> {
     let config = scenario
         .config
@@ -204,11 +218,9 @@ async fn run_scenario(
             .clone()
             .map_err(|e| format!("config: {e}"))
     };
-    let settings = apply_overrides(&Settings::default(), &scenario.settings, &scenario.file)
-        .map_err(|e| format!("settings: {e}"))?;
+    let settings = settings_of(scenario)?;
     let mut worker = InProcessWorker::start(load(catalogs)?, settings.clone());
-    let store = InMemoryCheckpointStore::new();
-    let mut epoch = take_lease(&store).await?;
+    let mut epoch = take_lease(store).await?;
     let mut next_offset = 0_i64;
     let mut clock = SCENARIO_EPOCH_MS;
     for (i, spec) in scenario.turns.iter().enumerate() {
@@ -217,7 +229,7 @@ async fn run_scenario(
         if spec.restart {
             drop(worker);
             worker = InProcessWorker::start(load(catalogs)?, settings.clone());
-            epoch = take_lease(&store).await?;
+            epoch = take_lease(store).await?;
         }
         let turn = Turn {
             turn_id: format!("turn-{n}"),
@@ -240,7 +252,7 @@ async fn run_scenario(
         let apply = |at| {
             apply_turn(
                 &engine,
-                &store,
+                store,
                 &model,
                 &tools,
                 &turn,
@@ -262,7 +274,7 @@ async fn run_scenario(
         if spec.redeliver {
             let again = deliver(next_offset);
             next_offset += 1;
-            check_redelivery(n, &apply, at, again, &outputs, &store, &turn).await?;
+            check_redelivery(n, &apply, at, again, &outputs, store, &turn).await?;
         }
     }
     Ok(())

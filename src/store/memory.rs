@@ -4,12 +4,14 @@
 //! (`store::fencing`) and a column group is replaced only by a write with a timestamp at least as
 //! high (last-write-wins per cell, as in Cassandra).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use super::fencing::{fence_timestamp, PHASE_TURN_END, PHASE_WRITE_AHEAD};
 use crate::domain::turn::Identity;
-use crate::ports::{CheckpointRecord, CheckpointStore, Fence, StoreError};
+use crate::ports::{
+    CheckpointRecord, CheckpointStore, DecisionRecordStore, DecisionRow, Fence, StoreError,
+};
 
 #[derive(Debug, Clone)]
 struct Row {
@@ -25,7 +27,12 @@ struct Row {
 pub struct InMemoryCheckpointStore {
     rows: Mutex<HashMap<Identity, Row>>,
     leases: Mutex<HashMap<(String, i32), i64>>,
+    /// Decision records by conversation and turn id: (write timestamp, bytes); a deleted one
+    /// keeps its timestamp with no bytes (a tombstone, as in Cassandra).
+    decisions: Mutex<DecisionRows>,
 }
+
+type DecisionRows = HashMap<Identity, BTreeMap<String, (i64, Option<Vec<u8>>)>>;
 
 fn poisoned<T>(_: T) -> StoreError {
     StoreError::Unavailable("in-memory store poisoned by a panicked writer".into())
@@ -108,6 +115,15 @@ impl CheckpointStore for InMemoryCheckpointStore {
         self.write(identity, record, ts, true)
     }
 
+    async fn record_decision(
+        &self,
+        identity: &Identity,
+        row: &DecisionRow,
+        fence: Fence,
+    ) -> Result<(), StoreError> {
+        self.save_decision(identity, row, fence).await
+    }
+
     async fn acquire_epoch(
         &self,
         topic: &str,
@@ -118,6 +134,56 @@ impl CheckpointStore for InMemoryCheckpointStore {
         let epoch = leases.entry((topic.to_owned(), partition)).or_insert(0);
         *epoch += 1;
         Ok(*epoch)
+    }
+}
+
+impl DecisionRecordStore for InMemoryCheckpointStore {
+    async fn save_decision(
+        &self,
+        identity: &Identity,
+        row: &DecisionRow,
+        fence: Fence,
+    ) -> Result<(), StoreError> {
+        let ts = fence_timestamp(fence, PHASE_TURN_END)?;
+        let mut all = self.decisions.lock().map_err(poisoned)?;
+        let rows = all.entry(identity.clone()).or_default();
+        let cells = std::iter::once((&row.turn_id, Some(row.record.clone())))
+            .chain(row.expired.iter().map(|id| (id, None)));
+        for (turn_id, bytes) in cells {
+            let cell = rows.entry(turn_id.clone()).or_insert((i64::MIN, None));
+            if ts >= cell.0 {
+                *cell = (ts, bytes);
+            }
+        }
+        Ok(())
+    }
+
+    async fn load_decisions(&self, identity: &Identity) -> Result<Vec<DecisionRow>, StoreError> {
+        let all = self.decisions.lock().map_err(poisoned)?;
+        let Some(rows) = all.get(identity) else {
+            return Ok(Vec::new());
+        };
+        let kept = rows.iter().filter_map(|(turn_id, (_, bytes))| {
+            let record = bytes.clone()?;
+            Some(DecisionRow {
+                turn_id: turn_id.clone(),
+                record,
+                expired: Vec::new(),
+            })
+        });
+        Ok(kept.collect())
+    }
+
+    async fn list_conversations(&self, limit: usize) -> Result<Vec<Identity>, StoreError> {
+        let all = self.decisions.lock().map_err(poisoned)?;
+        let mut ids: Vec<Identity> = all
+            .iter()
+            .filter(|(_, rows)| rows.values().any(|(_, bytes)| bytes.is_some()))
+            .map(|(id, _)| id.clone())
+            .collect();
+        ids.sort();
+        ids.truncate(limit);
+        Ok(ids)
     }
 }
 
@@ -172,5 +238,34 @@ mod tests {
         );
         assert_eq!(store.acquire_epoch("turns", 0, "w").await, Ok(2));
         assert_eq!(store.acquire_epoch("turns", 1, "w").await, Ok(1));
+    }
+
+    /// Issue 26: a decision record is fenced like the checkpoint (a zombie's loses), and a write
+    /// deletes the records it names as expired.
+    #[tokio::test]
+    async fn decision_records_are_fenced_and_expire_by_name() {
+        let store = InMemoryCheckpointStore::new();
+        let id = Identity::new("t", "a", "s");
+        let f = |epoch, offset| Fence { epoch, offset };
+        let row = |turn: &str, bytes: &str, expired: &[&str]| DecisionRow {
+            turn_id: turn.into(),
+            record: bytes.as_bytes().to_vec(),
+            expired: expired.iter().map(|s| s.to_string()).collect(),
+        };
+        store
+            .save_decision(&id, &row("t1", "owner", &[]), f(2, 5))
+            .await
+            .unwrap();
+        store
+            .save_decision(&id, &row("t1", "zombie", &[]), f(1, 9))
+            .await
+            .unwrap();
+        store
+            .save_decision(&id, &row("t2", "second", &["t1"]), f(2, 6))
+            .await
+            .unwrap();
+        let kept = store.load_decisions(&id).await.unwrap();
+        assert_eq!(kept, vec![row("t2", "second", &[])]);
+        assert_eq!(store.list_conversations(10).await.unwrap(), vec![id]);
     }
 }

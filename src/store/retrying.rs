@@ -14,7 +14,11 @@ use std::time::Duration;
 use backon::{ExponentialBuilder, Retryable};
 
 use crate::domain::turn::Identity;
-use crate::ports::{CheckpointRecord, CheckpointStore, Fence, StoreError};
+use crate::ports::{CheckpointRecord, CheckpointStore, DecisionRow, Fence, StoreError};
+
+/// Attempts at a decision record write: a record is worth a blip's retry, never a turn held
+/// through an outage (`pipeline::record`: a lost record is counted, the turn goes on).
+pub const DECISION_RECORD_ATTEMPTS: usize = 3;
 
 /// Told `false` when the store stops answering and `true` when it answers again.
 pub type AvailabilityHook = Arc<dyn Fn(bool) + Send + Sync>;
@@ -137,6 +141,25 @@ impl<S: CheckpointStore + Sync> CheckpointStore for RetryingStore<S> {
             Box::pin(self.inner.save_turn(identity, record, fence))
         })
         .await
+    }
+
+    /// A few quick attempts for a transient failure only (see [`DECISION_RECORD_ATTEMPTS`]);
+    /// a refusal (no table: `turnstile migrate` not run) or a fence is returned at once.
+    async fn record_decision(
+        &self,
+        identity: &Identity,
+        row: &DecisionRow,
+        fence: Fence,
+    ) -> Result<(), StoreError> {
+        let policy = ExponentialBuilder::new()
+            .with_min_delay(self.backoff.first)
+            .with_max_delay(self.backoff.max)
+            .with_jitter()
+            .with_max_times(DECISION_RECORD_ATTEMPTS - 1);
+        (|| Box::pin(self.inner.record_decision(identity, row, fence)))
+            .retry(policy)
+            .when(StoreError::is_retryable)
+            .await
     }
 
     /// Not retried here: the worker retries a lease on its own schedule, partition by partition.

@@ -31,6 +31,7 @@ struct ParameterDef {
     synonyms: Vec<String>,
     example: Option<String>,
     wording: ParameterWording,
+    sensitive: bool,
 }
 
 impl Validator<'_> {
@@ -301,6 +302,7 @@ impl Validator<'_> {
             .filter(|s| !s.is_empty())
             .collect();
         let example = raw.example.map(|s| s.0.trim().to_owned());
+        let sensitive = raw.sensitive;
         let kind = kind?;
         let example = self.parameter_example(key, &kind, example, &type_name);
         if self.errors.len() > before {
@@ -312,6 +314,7 @@ impl Validator<'_> {
             synonyms,
             example,
             wording,
+            sensitive,
         })
     }
 
@@ -619,6 +622,7 @@ impl Validator<'_> {
                         synonyms: def.synonyms.clone(),
                         example: def.example.clone(),
                         wording: def.wording.clone(),
+                        sensitive: def.sensitive,
                     }),
                     None if self.parameter_was_defined(key, p) => {}
                     None => self.err(

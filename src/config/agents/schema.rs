@@ -202,6 +202,9 @@ pub(super) struct RawParameter {
     /// RP-4: its expected form in words, shown after an invalid value.
     #[serde(default)]
     pub(super) description: Option<RawLocalized>,
+    /// Personal data (an address, a document number): `turnstile export` masks its values.
+    #[serde(default)]
+    pub(super) sensitive: bool,
 }
 
 /// An enum option: `express` or `{value: express, synonyms: [fast, rápido]}`.

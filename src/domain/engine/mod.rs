@@ -105,6 +105,10 @@ impl<'a> Engine<'a> {
         self.settings
     }
 
+    pub fn catalog(&self) -> &'a Catalog {
+        self.catalog
+    }
+
     /// Starts `turn` from `state` (copied: the caller keeps its base for the write-ahead).
     /// Nothing of the turn runs until the first [`TurnRun::resume`]. An unknown assistant is an
     /// error here; a turn already applied (EV-1) gives a run whose first resume is `Done` with

@@ -17,6 +17,7 @@
 //! [`crate::store::RetryingStore`] is the one layer that retries (`docs/store.md`).
 
 mod config;
+mod decisions;
 mod errors;
 mod lease;
 mod schema;
@@ -57,7 +58,9 @@ pub use super::fencing::{
     PHASE_WRITE_AHEAD,
 };
 use crate::domain::turn::Identity;
-use crate::ports::{CheckpointRecord, CheckpointStore, Fence, StoreError};
+use crate::ports::{
+    CheckpointRecord, CheckpointStore, DecisionRecordStore, DecisionRow, Fence, StoreError,
+};
 use crate::telemetry::{
     Waiting, CHECKPOINT_ERRORS_TOTAL, CHECKPOINT_LOAD_DURATION_SECONDS,
     CHECKPOINT_REQUESTS_WAITING, CHECKPOINT_SAVE_DURATION_SECONDS,
@@ -87,6 +90,7 @@ pub struct ScyllaCheckpointStore {
     lease_insert: PreparedStatement,
     lease_update: PreparedStatement,
     ping: PreparedStatement,
+    decisions: decisions::DecisionStatements,
     /// Checkpoint requests allowed at once ([`Self::with_max_concurrency`]); `None` = unbounded.
     slots: Option<Arc<Semaphore>>,
     slot_count: usize,
@@ -205,6 +209,7 @@ impl ScyllaCheckpointStore {
             true,
         )
         .await?;
+        let decisions = decisions::DecisionStatements::prepare(&session, cfg).await?;
         Ok(ScyllaCheckpointStore {
             session,
             keyspace: cfg.keyspace.clone(),
@@ -215,6 +220,7 @@ impl ScyllaCheckpointStore {
             lease_insert,
             lease_update,
             ping,
+            decisions,
             slots: None,
             slot_count: 0,
         })
@@ -392,6 +398,15 @@ impl CheckpointStore for ScyllaCheckpointStore {
     ) -> Result<(), StoreError> {
         let ts = fence_timestamp(fence, PHASE_TURN_END)?;
         self.save_row(identity, record, ts).await
+    }
+
+    async fn record_decision(
+        &self,
+        identity: &Identity,
+        row: &DecisionRow,
+        fence: Fence,
+    ) -> Result<(), StoreError> {
+        self.save_decision(identity, row, fence).await
     }
 
     async fn acquire_epoch(

@@ -24,6 +24,10 @@ pub(super) const MIGRATIONS: &[(&str, &str)] = &[
         "004_checkpoints_retention.cql",
         include_str!("../../../schemas/cql/004_checkpoints_retention.cql"),
     ),
+    (
+        "005_decision_records.cql",
+        include_str!("../../../schemas/cql/005_decision_records.cql"),
+    ),
 ];
 impl ScyllaCheckpointStore {
     /// Creates the keyspace and tables from `schemas/cql/*.cql`, in order, waiting for schema
