@@ -77,6 +77,21 @@ start_tools() {
   fi
 }
 
+# Plays the conversation set (the command in "$@", then the floors and the data): the whole report
+# to $1, its figures (everything before the first transcript) and its stderr to the log; eval_rc
+# is the eval's exit code (1: a floor not met; 64 / 69: why it could not run).
+play_conversations() {
+  local report=$1
+  shift
+  eval_rc=0
+  "$@" --min-turn-accuracy "$MIN_TURN_ACCURACY" --min-conversation-success "$MIN_CONVERSATION_SUCCESS" \
+    --max-unsafe "$MAX_UNSAFE" \
+    tests/data/conversations/dev.en.jsonl tests/data/conversations/dev.pt-br.jsonl \
+    >"$report" 2>"$report.stderr" || eval_rc=$?
+  awk '/^FAILED /{exit} {print}' "$report"
+  cat "$report.stderr" >&2
+}
+
 stop_tools() {
   kill -TERM "$tools_pid" 2>/dev/null || true
   wait "$tools_pid" 2>/dev/null || true
@@ -119,16 +134,9 @@ else
   # log shows the figures, then what the eval said on stderr (exit 1: each floor not met; 64 / 69:
   # why it could not run).
   report=target/eval-conversations.txt
-  eval_rc=0
-  ./target/debug/turnstile eval conversations --config config/agents.example.yaml \
+  play_conversations "$report" ./target/debug/turnstile eval conversations --config config/agents.example.yaml \
     --embeddings-base-url "$EMBEDDINGS_BASE_URL" --embeddings-cache-dir .cache/embeddings \
-    --tools-base-url "http://127.0.0.1:$tools_port" \
-    --min-turn-accuracy "$MIN_TURN_ACCURACY" --min-conversation-success "$MIN_CONVERSATION_SUCCESS" \
-    --max-unsafe "$MAX_UNSAFE" \
-    tests/data/conversations/dev.en.jsonl tests/data/conversations/dev.pt-br.jsonl \
-    >"$report" 2>"$report.stderr" || eval_rc=$?
-  awk '/^FAILED /{exit} {print}' "$report"
-  cat "$report.stderr" >&2
+    --tools-base-url "http://127.0.0.1:$tools_port"
   echo "(floors: turn accuracy >= $MIN_TURN_ACCURACY, conversation success >= $MIN_CONVERSATION_SUCCESS, unsafe turns <= $MAX_UNSAFE; failed conversations' transcripts: $report)"
   stop_tools
   if [ "$eval_rc" != 0 ]; then
@@ -168,15 +176,8 @@ else
     exit 1
   fi
   report=target/eval-conversations-kafka.txt
-  eval_rc=0
-  env "${kafka_env[@]}" ./target/debug/turnstile eval conversations --through-kafka \
-    --config config/agents.example.yaml \
-    --min-turn-accuracy "$MIN_TURN_ACCURACY" --min-conversation-success "$MIN_CONVERSATION_SUCCESS" \
-    --max-unsafe "$MAX_UNSAFE" \
-    tests/data/conversations/dev.en.jsonl tests/data/conversations/dev.pt-br.jsonl \
-    >"$report" 2>"$report.stderr" || eval_rc=$?
-  awk '/^FAILED /{exit} {print}' "$report"
-  cat "$report.stderr" >&2
+  play_conversations "$report" env "${kafka_env[@]}" ./target/debug/turnstile eval conversations --through-kafka \
+    --config config/agents.example.yaml
   echo "(same floors; failed conversations' transcripts: $report; worker log: $worker_log)"
   kill -TERM "$worker_pid" 2>/dev/null || true
   wait "$worker_pid" 2>/dev/null || true
