@@ -716,7 +716,7 @@ fn verb_phrases(action_verbs: &[String]) -> Vec<Vec<String>> {
 }
 
 /// Whether `text` holds one of the action verb phrases (`no, change it` is no refusal).
-fn names_a_verb(text: &str, action_verbs: &[String]) -> bool {
+pub(crate) fn names_a_verb(text: &str, action_verbs: &[String]) -> bool {
     let verbs = verb_phrases(action_verbs);
     clauses(text).is_some_and(|cs| {
         cs.iter().any(|c| {
@@ -756,7 +756,7 @@ fn longest_phrase(rest: &[String], clause_start: bool) -> Option<(usize, Kind)> 
 
 /// The message's clauses (split at punctuation), each a list of folded words; `None` if it
 /// holds anything but letters, digits, whitespace and ordinary punctuation.
-fn clauses(text: &str) -> Option<Vec<Vec<String>>> {
+pub(crate) fn clauses(text: &str) -> Option<Vec<Vec<String>>> {
     let chars: Vec<char> = text
         .chars()
         .map(|c| match c {

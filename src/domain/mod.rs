@@ -12,4 +12,5 @@ pub mod reply;
 pub mod state;
 pub mod transaction;
 pub mod turn;
+pub mod withdrawal;
 pub mod wording;

@@ -35,6 +35,7 @@ use crate::domain::decision::{
 use crate::domain::effect::{ClassifierRequest, InterpreterRequest, RouterRequest};
 use crate::domain::parameter;
 use crate::domain::transaction::TransactionStatus;
+use crate::domain::withdrawal;
 use crate::model::http::ModelConfigError;
 
 pub use client::{EmbeddingsClient, EmbeddingsError};
@@ -132,6 +133,9 @@ impl EmbeddingModel {
         let active_tool = request.active_transaction.as_ref().map(|t| t.tool.as_str());
         let agent = request.active_agent.as_deref();
         let whole = classify_from(&index.rank(&x), a, agent, active_tool);
+        let whole = self
+            .closing_last(request, &index, whole, a, agent, active_tool)
+            .await;
         // A request for a person in any sentence is a request for a person (`but I want it
         // cancelled! get me an agent`): the sentences are read on their own too, and one that
         // asks for a person more confidently than the whole message says anything decides.
@@ -158,6 +162,46 @@ impl EmbeddingModel {
             Some(d) if d.confidence > whole.confidence => d,
             _ => whole,
         })
+    }
+
+    /// A message that leans to ending and closes with a farewell (`ok obrigada, tchau`,
+    /// `great, thanks. bye!`) ends as surely as its farewell does: the thanks before it pull the
+    /// whole message toward the thanks intent, under the threshold. Only when the whole message
+    /// already reads as ending (SC-10: the farewell confirms a reading, it does not make one),
+    /// with no question, and with a short last clause.
+    async fn closing_last(
+        &self,
+        request: &ClassifierRequest,
+        index: &ExampleIndex,
+        whole: ClassifierDecision,
+        assistant: Option<&Assistant>,
+        agent: Option<&str>,
+        active_tool: Option<&str>,
+    ) -> ClassifierDecision {
+        const SHORT: usize = 3;
+        if whole.decision != SessionControl::EndSession || request.message.contains(['?', '¿']) {
+            return whole;
+        }
+        let Some(last) =
+            last_clause(&request.message).filter(|l| l.split_whitespace().count() <= SHORT)
+        else {
+            return whole;
+        };
+        let named = self.assistant_for_classifier(&request.assistant);
+        match self.embed_one(&named, last).await {
+            Ok((v, _)) => {
+                let closing = classify_from(&index.rank(&v), assistant, agent, active_tool);
+                if closing.decision == SessionControl::EndSession
+                    && closing.confidence > whole.confidence
+                {
+                    closing
+                } else {
+                    whole
+                }
+            }
+            // The whole message's reading stands; a failed extra look is no failed decision.
+            Err(_) => whole,
+        }
     }
 
     pub async fn route(&self, request: &RouterRequest) -> ModelAnswer<RouterDecision> {
@@ -427,6 +471,15 @@ pub fn interpret_from(
             confidence: 1.0,
         };
     }
+    // PR-2: a first clause that plainly withdraws (`never mind, I'll just pick it up myself`):
+    // the reason after it must not drag the reading elsewhere.
+    if withdrawal::withdraws_first(&request.message, &[]) {
+        return InterpreterDecision {
+            act: InterpreterAct::Cancel,
+            arguments: BTreeMap::new(),
+            confidence: 1.0,
+        };
+    }
     // An affirmation (`go ahead`, `sim`) is never read as abandoning the transaction.
     // A message with a number in it is an answer or a correction, not an abandonment.
     let has_digit = request.message.chars().any(|c| c.is_ascii_digit());
@@ -553,6 +606,16 @@ fn last_segment(message: &str) -> Option<&str> {
         .rsplit_once(',')?;
     let tail = tail.trim();
     (tail.split_whitespace().count() >= 2).then_some(tail)
+}
+
+/// The last clause of a message of several (split at `,` `.` `!` `;`), however short.
+fn last_clause(message: &str) -> Option<&str> {
+    let (head, tail) = message
+        .trim()
+        .trim_end_matches(['.', '!', ';', ','])
+        .rsplit_once([',', '.', '!', ';'])?;
+    let tail = tail.trim();
+    (!head.trim().is_empty() && !tail.is_empty()).then_some(tail)
 }
 
 fn confidence_of(decision: &RouterDecision) -> f64 {
@@ -687,6 +750,15 @@ mod tests {
         );
         assert_eq!(last_segment("cancel PED-1001"), None);
         assert_eq!(last_segment("PED-1001, ok"), None);
+    }
+
+    #[test]
+    fn the_last_clause_is_the_words_after_the_last_break() {
+        assert_eq!(last_clause("ok obrigada, tchau"), Some("tchau"));
+        assert_eq!(last_clause("great, thanks. bye!"), Some("bye"));
+        assert_eq!(last_clause("thanks!"), None);
+        assert_eq!(last_clause("bye"), None);
+        assert_eq!(last_clause(", bye"), None);
     }
 
     #[test]

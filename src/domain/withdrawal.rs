@@ -1,0 +1,140 @@
+//! PR-2 read without a model: a message that opens by plainly withdrawing the request
+//! (`never mind, I'll just pick it up myself`, `esquece, resolvo na loja`) cancels what is in
+//! flight, whatever its remainder says — a reason, a plan, another request (which the router then
+//! reads, PR-2). Customers explain why they withdraw; the explanation is what a sentence model
+//! reads, and it drags the whole message away from "cancel" (`vou resolver na loja` reads as the
+//! order cancellation).
+//!
+//! Deliberately narrow, like the confirmation recogniser: the first clause must be one of the
+//! phrases below after optional openers (`ah`, `actually`, `no`), nothing may affirm or name the
+//! pending action after it (`forget it, yes, change it` decides nothing), and a message with a
+//! digit or a question decides nothing (a number is an answer or a correction, a question is
+//! PR-3a). Phrases that also mean "keep it as it is" (`leave it`, `deixa`, `deixa assim`) are
+//! left out: at a correction they mean keep the value, not drop the request.
+
+use crate::domain::confirmation::{self, Confirmation};
+
+/// Withdrawals, folded (lowercase, no accents), words separated by one space.
+const WITHDRAWALS: &[&str] = &[
+    "never mind",
+    "nevermind",
+    "nvm",
+    "forget it",
+    "forget about it",
+    "forget that",
+    "forget the whole thing",
+    "scratch that",
+    "drop it",
+    "esquece",
+    "esqueca",
+    "esquece isso",
+    "esquece isso ai",
+    "esquece entao",
+    "deixa pra la",
+    "deixa para la",
+    "deixa quieto",
+    "desencana",
+];
+
+/// Words that may open the clause before the withdrawal (`ah, never mind` is one clause only
+/// when written `ah never mind`).
+const OPENERS: &[&str] = &[
+    "ah", "oh", "ahh", "hmm", "hm", "um", "uh", "ok", "okay", "actually", "nah", "no", "nope",
+    "na", "verdade", "nao", "aff", "entao", "so", "well", "just", "oh well",
+];
+
+/// Whether `text` opens by withdrawing the request (see the module doc). `action_verbs`: the
+/// pending tool's verbs (`forget it, change it` names the action and decides nothing).
+pub fn withdraws_first(text: &str, action_verbs: &[String]) -> bool {
+    if text.contains(['?', '¿']) || text.chars().any(|c| c.is_ascii_digit()) {
+        return false;
+    }
+    let Some(clauses) = confirmation::clauses(text) else {
+        return false;
+    };
+    let Some(at) = clauses.iter().position(|c| !is_openers(c)) else {
+        return false;
+    };
+    let Some((first, rest)) = clauses.get(at..).and_then(<[Vec<String>]>::split_first) else {
+        return false;
+    };
+    let opened = first
+        .iter()
+        .position(|w| !OPENERS.contains(&w.as_str()))
+        .unwrap_or(first.len());
+    let phrase = first.get(opened..).unwrap_or(&[]).join(" ");
+    if !WITHDRAWALS.contains(&phrase.as_str()) {
+        return false;
+    }
+    let rest_text: Vec<String> = rest.iter().map(|c| c.join(" ")).collect();
+    !rest_text.iter().any(|c| {
+        confirmation::recognise_with(c, action_verbs) == Some(Confirmation::Affirm)
+            || confirmation::names_a_verb(c, action_verbs)
+    })
+}
+
+fn is_openers(clause: &[String]) -> bool {
+    clause.iter().all(|w| OPENERS.contains(&w.as_str()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verbs() -> Vec<String> {
+        [
+            "change",
+            "change it",
+            "trocar",
+            "pode trocar",
+            "cancel",
+            "cancelar",
+        ]
+        .iter()
+        .map(|v| (*v).to_owned())
+        .collect()
+    }
+
+    #[test]
+    fn a_withdrawing_first_clause_cancels_whatever_reason_follows() {
+        // PR-2: an explicit abandon, with the customer's reason after it.
+        for text in [
+            "never mind, I'll just pick it up myself",
+            "never mind",
+            "Nevermind. I'll go to the store",
+            "ah, forget it, not needed anymore",
+            "actually forget about it, my wife already did it",
+            "esquece, vou resolver na loja",
+            "Deixa pra lá, depois eu vejo",
+            "ah deixa quieto, não precisa mais",
+            "na verdade esquece isso",
+            "forget it, show me my bill",
+        ] {
+            assert!(withdraws_first(text, &verbs()), "{text}");
+        }
+    }
+
+    #[test]
+    fn anything_else_decides_nothing() {
+        for text in [
+            // A number is an answer or a correction; a question is PR-3a.
+            "never mind, the order is PED-1002",
+            "forget it, what's the fee?",
+            // Affirming or naming the action after it is no withdrawal.
+            "forget it, yes, change it",
+            "esquece, pode trocar",
+            // Keep-it-as-it-is phrases and plain answers are other readings.
+            "leave it, the zip is right",
+            "deixa assim",
+            "no, I meant the other order",
+            "sorry, the street is Rua Augusta",
+            // The withdrawal must open the message.
+            "I'll wait, never mind",
+            "never mind the weather, where is my order",
+            "",
+            "ok",
+        ] {
+            assert!(!withdraws_first(text, &verbs()), "{text}");
+        }
+    }
+}
