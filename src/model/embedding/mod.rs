@@ -148,7 +148,7 @@ impl EmbeddingModel {
             // The whole message's reading stands; a failed extra look is no failed decision.
             _ => return Ok(whole),
         };
-        // The router reads the last sentence again (`last_segment`): it finds it here.
+        // The router reads the sentences again (`segments`): it finds them here.
         for (sentence, vector) in sentences.iter().zip(&vectors) {
             recent::put(self.client.space(), sentence, vector);
         }
@@ -206,41 +206,94 @@ impl EmbeddingModel {
 
     pub async fn route(&self, request: &RouterRequest) -> ModelAnswer<RouterDecision> {
         let (x, index) = self.embed_one(&request.assistant, &request.message).await?;
-        let assistant = self.catalog.assistant(&request.assistant);
-        let in_transaction = request.active_transaction.is_some() || request.after_cancel;
-        let active = request.active_transaction.as_ref().map(|t| t.tool.as_str());
-        let whole = route_from(
-            &toward_active_tool(index.rank(&x), active),
-            assistant,
-            in_transaction,
-        );
+        let read = SegmentReading {
+            assistant: self.catalog.assistant(&request.assistant),
+            in_transaction: request.active_transaction.is_some() || request.after_cancel,
+            active: request.active_transaction.as_ref().map(|t| t.tool.as_str()),
+            index,
+        };
+        let whole = read.decide(&x).0;
+        let segments = segments(&request.message);
         // The customer's last word names the request (`forget it, just cancel PED-8360
         // instead`; `bom dia, queria rastrear meu pedido`): a last sentence or clause read as a
         // request more confidently than the whole message decides.
-        let Some(last) = last_segment(&request.message) else {
+        let Some((last, earlier)) = segments.split_last() else {
             return Ok(whole);
         };
-        let ranked = match self.embed_one(&request.assistant, last).await {
-            Ok((v, _)) => toward_active_tool(index.rank(&v), active),
-            // The whole message's reading stands; a failed extra look is no failed decision.
-            Err(_) => return Ok(whole),
+        self.prefetch(&segments).await;
+        if two_words_or_more(last) {
+            if let Some(last) = self.read_request(request, &read, last).await {
+                if confidence_of(&last) > confidence_of(&whole) {
+                    return Ok(last);
+                }
+            }
+        }
+        // An earlier clause may make the whole message's own request surer, never another one
+        // (`mano cade minha encomenda, numero ped1999`: the id pulls the whole toward every
+        // tool that takes an order number, 0.68; its first clause is the tracking, 0.96).
+        let RouterDecision::Route {
+            intent: Some(tool), ..
+        } = &whole
+        else {
+            return Ok(whole);
         };
-        let last = route_from(&ranked, assistant, in_transaction);
-        // A clause read mostly as a session action (`it said that yesterday too`: end 0.99,
-        // tracking 0.01) names no request, however its remainder renormalises.
-        let session: f32 = ranked
+        let mut best = whole.clone();
+        for segment in earlier.iter().copied().filter(two_words_or_more) {
+            match self.read_request(request, &read, segment).await {
+                Some(
+                    d @ RouterDecision::Route {
+                        intent: Some(_), ..
+                    },
+                ) if intent_of(&d) == Some(tool.as_str())
+                    && confidence_of(&d) > confidence_of(&best) =>
+                {
+                    best = d;
+                }
+                _ => {}
+            }
+        }
+        Ok(best)
+    }
+
+    /// Embeds in one call the texts not embedded lately, so reading them one by one costs no
+    /// further call. A failed call is no failure: each read then tries on its own.
+    async fn prefetch(&self, texts: &[&str]) {
+        let space = self.client.space();
+        let missing: Vec<&str> = texts
             .iter()
-            .filter(|(l, _)| matches!(l, Label::HumanHandoff | Label::EndSession))
-            .map(|(_, p)| p)
-            .sum();
-        Ok(match &last {
-            RouterDecision::Route {
-                intent: Some(_),
-                confidence,
-                ..
-            } if session < 0.5 && *confidence > confidence_of(&whole) => last,
-            _ => whole,
-        })
+            .copied()
+            .filter(|t| recent::get(space, t).is_none())
+            .collect();
+        if missing.len() < 2 {
+            return;
+        }
+        if let Ok(vectors) = self.client.embed(&missing).await {
+            for (text, vector) in missing.iter().zip(&vectors) {
+                recent::put(space, text, vector);
+            }
+        }
+    }
+
+    /// A segment's reading when it names a request (`None`: not a request, or the look failed —
+    /// a failed extra look is no failed decision). A clause read mostly as a session action
+    /// (`it said that yesterday too`: end 0.99, tracking 0.01) names no request, however its
+    /// remainder renormalises.
+    async fn read_request(
+        &self,
+        request: &RouterRequest,
+        read: &SegmentReading<'_>,
+        segment: &str,
+    ) -> Option<RouterDecision> {
+        let (v, _) = self.embed_one(&request.assistant, segment).await.ok()?;
+        match read.decide(&v) {
+            (
+                d @ RouterDecision::Route {
+                    intent: Some(_), ..
+                },
+                session,
+            ) if session < 0.5 => Some(d),
+            _ => None,
+        }
     }
 
     pub async fn interpret(
@@ -594,18 +647,63 @@ fn sentences(message: &str) -> Vec<&str> {
     out
 }
 
-/// The last sentence of a message of several, else its last comma clause of a sentence with
-/// several: two words or more, and not the whole message.
-fn last_segment(message: &str) -> Option<&str> {
-    if let Some(last) = sentences(message).pop() {
-        return Some(last);
+/// The sentences of a message of several (those of two words or more), else the comma clauses
+/// of its one sentence (a comma followed by a space: `1.050,00` is one number); never the whole
+/// message.
+fn segments(message: &str) -> Vec<&str> {
+    let sentences = sentences(message);
+    if !sentences.is_empty() {
+        return sentences;
     }
-    let (_, tail) = message
-        .trim()
-        .trim_end_matches(['.', '!', '?', ';'])
-        .rsplit_once(',')?;
-    let tail = tail.trim();
-    (tail.split_whitespace().count() >= 2).then_some(tail)
+    let trimmed = message.trim().trim_end_matches(['.', '!', '?', ';']);
+    let mut clauses = Vec::new();
+    let mut start = 0;
+    for (i, _) in trimmed.match_indices(',') {
+        if trimmed[i + 1..].starts_with(char::is_whitespace) {
+            clauses.push(&trimmed[start..i]);
+            start = i + 1;
+        }
+    }
+    if clauses.is_empty() {
+        return Vec::new();
+    }
+    clauses.push(&trimmed[start..]);
+    clauses.into_iter().map(str::trim).collect()
+}
+
+fn two_words_or_more(segment: &&str) -> bool {
+    segment.split_whitespace().count() >= 2
+}
+
+/// What the router needs to read one text of a message against the assistant's examples.
+struct SegmentReading<'a> {
+    assistant: Option<&'a Assistant>,
+    in_transaction: bool,
+    active: Option<&'a str>,
+    index: &'a ExampleIndex,
+}
+
+impl SegmentReading<'_> {
+    /// The router's decision on `x`, and the probability that it is a session action.
+    fn decide(&self, x: &[f32]) -> (RouterDecision, f32) {
+        let ranked = toward_active_tool(self.index.rank(x), self.active);
+        let session = ranked
+            .iter()
+            .filter(|(l, _)| matches!(l, Label::HumanHandoff | Label::EndSession))
+            .map(|(_, p)| p)
+            .sum();
+        (
+            route_from(&ranked, self.assistant, self.in_transaction),
+            session,
+        )
+    }
+}
+
+fn intent_of(decision: &RouterDecision) -> Option<&str> {
+    match decision {
+        RouterDecision::Route { intent, .. } => intent.as_deref(),
+        _ => None,
+    }
 }
 
 /// The last clause of a message of several (split at `,` `.` `!` `;`), however short.
@@ -740,6 +838,12 @@ mod tests {
 
     #[test]
     fn the_last_segment_is_the_last_sentence_or_comma_clause() {
+        let last_segment = |m: &'static str| segments(m).last().copied().filter(two_words_or_more);
+        assert_eq!(
+            segments("mano cade minha encomenda, numero ped1999"),
+            vec!["mano cade minha encomenda", "numero ped1999"]
+        );
+        assert!(segments("contest R$ 1.050,00 please").is_empty());
         assert_eq!(
             last_segment("forget it, just cancel PED-8360 instead"),
             Some("just cancel PED-8360 instead")
