@@ -25,8 +25,11 @@ use turnstile::pipeline::cache::Invalidation;
 use turnstile::pipeline::outbox;
 use turnstile::pipeline::{handle_record, CheckpointCache, Disposition, Handled, Rules};
 use turnstile::ports::{
-    CallContext, CheckpointRecord, CheckpointStore, DecisionModel, Fence, StoreError, ToolGateway,
+    CallContext, CheckpointRecord, CheckpointStore, DecisionModel, DecisionRecordStore,
+    DecisionRow, Fence, StoreError, ToolGateway,
 };
+use turnstile::record::decode_all;
+use turnstile::record::replay::{replay_exact, Verdict};
 use turnstile::store::retrying::Backoff;
 use turnstile::store::{InMemoryCheckpointStore, RetryingStore};
 
@@ -363,6 +366,14 @@ impl CheckpointStore for Observed {
     async fn acquire_epoch(&self, t: &str, p: i32, o: &str) -> Result<i64, StoreError> {
         self.inner.acquire_epoch(t, p, o).await
     }
+    async fn record_decision(
+        &self,
+        id: &Identity,
+        row: &DecisionRow,
+        f: Fence,
+    ) -> Result<(), StoreError> {
+        self.inner.record_decision(id, row, f).await
+    }
 }
 
 /// docs/store.md "Retries": behind the one retry layer a store outage delays the turn, never
@@ -616,4 +627,18 @@ async fn a_turn_that_ended_unsaved_recovers_from_the_store_not_the_cache() {
         "the same execution, with its idempotency key"
     );
     assert_eq!(store.inner.get(&identity()).unwrap().in_flight, None);
+
+    // Issue 26: the recovered turn's decision record replays exactly, with no model or tool
+    // call: its base is the write-ahead's in-flight state, not the last saved one.
+    let rows = store.inner.load_decisions(&identity()).await.unwrap();
+    let mut records = decode_all(&rows).unwrap();
+    records.sort_by_key(|r| r.turn.turn_id.clone());
+    let turns: Vec<&str> = records.iter().map(|r| r.turn.turn_id.as_str()).collect();
+    assert_eq!(turns, ["u1", "u2"], "one record per applied turn");
+    let engine = Engine::new(&w.catalog, &w.settings);
+    let report = replay_exact(&engine, &records);
+    assert_eq!(report.turns.len(), 2);
+    for t in &report.turns {
+        assert_eq!(t.verdict, Verdict::Same, "{}", report.render());
+    }
 }
