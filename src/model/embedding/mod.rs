@@ -134,7 +134,7 @@ impl EmbeddingModel {
         let agent = request.active_agent.as_deref();
         let whole = classify_from(&index.rank(&x), a, agent, active_tool);
         let whole = self
-            .closing_last(request, &index, whole, a, agent, active_tool)
+            .closing_last(request, index, whole, a, agent, active_tool)
             .await;
         // A request for a person in any sentence is a request for a person (`but I want it
         // cancelled! get me an agent`): the sentences are read on their own too, and one that
