@@ -207,11 +207,11 @@ async fn a_record_redelivered_after_its_save_is_republished_byte_for_byte() {
     assert!(first
         .outputs
         .iter()
-        .any(|o| o.topic == OutputTopic::Replies));
+        .any(|o| o.topic() == OutputTopic::Replies));
     assert!(first
         .outputs
         .iter()
-        .any(|o| o.kind == "transaction.completed"));
+        .any(|o| o.kind.wire_name() == "transaction.completed"));
     let calls = w.model.calls.load(Ordering::SeqCst);
     let row = store.get(&identity());
 
@@ -294,7 +294,7 @@ async fn records_and_checkpoints_that_cannot_be_read_are_dead_lettered() {
         Disposition::DeadLettered(DeadLetterReason::Undecodable)
     );
     assert_eq!(bad.outputs.len(), 1);
-    assert_eq!(bad.outputs[0].topic, OutputTopic::DeadLetters);
+    assert_eq!(bad.outputs[0].topic(), OutputTopic::DeadLetters);
     assert_eq!(store.get(&identity()), None, "nothing stored");
 
     let garbage = CheckpointRecord {

@@ -16,9 +16,7 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::mpsc;
 
-use crate::message::{
-    Output, OutputTopic, Topics, HEADER_CONTENT_TYPE, HEADER_OUTPUT_ID, HEADER_TURN_ID,
-};
+use crate::message::{Output, Topics, HEADER_CONTENT_TYPE, HEADER_OUTPUT_ID, HEADER_TURN_ID};
 use crate::telemetry;
 use crate::worker::consumer::WorkerConsumer;
 use crate::worker::partitions::{Input, Transaction};
@@ -189,11 +187,7 @@ impl Committer {
     }
 
     fn send(&self, out: &Output, turn_id: &str) -> Result<(), KafkaError> {
-        let topic = match out.topic {
-            OutputTopic::Replies => &self.topics.replies,
-            OutputTopic::Events => &self.topics.events,
-            OutputTopic::DeadLetters => &self.topics.dead_letters,
-        };
+        let topic = self.topics.name(out.topic());
         let mut headers = OwnedHeaders::new().insert(Header {
             key: HEADER_OUTPUT_ID,
             value: Some(out.output_id.as_bytes()),
