@@ -336,7 +336,7 @@ impl CheckpointStore for Observed {
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_ok()
         {
-            return Err(StoreError::Unavailable("connection refused".into()));
+            return Err(StoreError::unavailable("connection refused"));
         }
         self.loads.fetch_add(1, Ordering::SeqCst);
         self.inner.load(id).await
@@ -356,7 +356,7 @@ impl CheckpointStore for Observed {
         f: Fence,
     ) -> Result<(), StoreError> {
         if self.fail_turn_end.load(Ordering::SeqCst) {
-            return Err(StoreError::Unavailable("connection reset".into()));
+            return Err(StoreError::unavailable("connection reset"));
         }
         self.inner.save_turn(id, r, f).await
     }

@@ -148,7 +148,7 @@ impl CheckpointStore for Flaky {
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_ok()
         {
-            return Err(StoreError::Unavailable("connection refused".into()));
+            return Err(StoreError::unavailable("connection refused"));
         }
         self.inner.load(id).await
     }

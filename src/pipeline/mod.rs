@@ -423,7 +423,7 @@ where
         // Unreachable by construction (a new offset is never in the outbox; the epoch is the
         // stored one), but named rather than assumed.
         TurnResult::Republished { .. } | TurnResult::Fenced => {
-            Err(PipelineError::Store(StoreError::Rejected(format!(
+            Err(PipelineError::Store(StoreError::rejected(format!(
                 "offset {offset} of the serial stream was already applied or fenced"
             ))))
         }
