@@ -29,7 +29,7 @@ use crate::message::{
     Output, Rejection,
 };
 use crate::ports::{
-    CheckpointRecord, CheckpointStore, DecisionModel, Fence, StoreError, ToolGateway,
+    CheckpointRecord, CheckpointStore, DecisionModel, Fence, RetryClass, StoreError, ToolGateway,
 };
 use crate::record;
 use crate::store::fencing::{write_timestamp, PHASE_TURN_END};
@@ -46,11 +46,24 @@ pub enum PipelineError {
     #[error("stored checkpoint cannot be decoded: {0}")]
     Checkpoint(#[from] DecodeStateError),
     #[error("stored in-flight turn cannot be decoded: {0}")]
-    InFlight(String),
+    InFlight(#[source] serde_json::Error),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
     Engine(#[from] EngineError),
+}
+
+impl PipelineError {
+    /// A record whose checkpoint or turn cannot be handled is `Poison` (dead-lettered, the
+    /// partition goes on); a store failure is the store's class.
+    pub fn retry_class(&self) -> RetryClass {
+        match self {
+            PipelineError::Checkpoint(_)
+            | PipelineError::InFlight(_)
+            | PipelineError::Engine(_) => RetryClass::Poison,
+            PipelineError::Store(e) => e.retry_class(),
+        }
+    }
 }
 
 /// What deciding a turn did.
@@ -451,10 +464,9 @@ pub fn decode_record(
 ) -> Result<(AgentState, Option<InFlightTurn>), PipelineError> {
     let state = state::decode(state_bytes)?;
     let in_flight = match in_flight {
-        Some(bytes) => Some(
-            serde_json::from_slice::<InFlightTurn>(bytes)
-                .map_err(|e| PipelineError::InFlight(e.to_string()))?,
-        ),
+        Some(bytes) => {
+            Some(serde_json::from_slice::<InFlightTurn>(bytes).map_err(PipelineError::InFlight)?)
+        }
         None => None,
     };
     Ok((state, in_flight))
