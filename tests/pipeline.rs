@@ -23,7 +23,7 @@ use turnstile::domain::turn::Identity;
 use turnstile::message::{DeadLetterReason, DecodeLimits, InboundRecord, OutputTopic};
 use turnstile::pipeline::cache::Invalidation;
 use turnstile::pipeline::outbox;
-use turnstile::pipeline::{handle_record, CheckpointCache, Disposition, Handled, Rules};
+use turnstile::pipeline::{handle_record, CheckpointCache, Disposition, Handled, Ports, Rules};
 use turnstile::ports::{
     CallContext, CheckpointRecord, CheckpointStore, DecisionModel, Fence, StoreError, ToolGateway,
 };
@@ -180,16 +180,12 @@ impl World {
             // Seconds after the fixtures' turns (tests/data/rows-0.1), inside the session TTL.
             timestamp_ms: Some(10_000 + offset * 1_000),
         };
-        handle_record(
-            rules,
+        let ports = Ports {
             store,
-            &self.model,
-            &self.tools,
-            &record,
-            epoch,
-            committed_mark,
-        )
-        .await
+            model: &self.model,
+            tools: &self.tools,
+        };
+        handle_record(rules, ports, &record, epoch, committed_mark).await
     }
 }
 

@@ -99,6 +99,22 @@ impl Position<'_> {
     }
 }
 
+/// The ports one turn calls: its checkpoint store, decision model and tool gateway.
+pub struct Ports<'a, S, M, T> {
+    pub store: &'a S,
+    pub model: &'a M,
+    pub tools: &'a T,
+}
+
+// By hand: derived, they would require the ports themselves to be `Copy`.
+impl<S, M, T> Clone for Ports<'_, S, M, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<S, M, T> Copy for Ports<'_, S, M, T> {}
+
 /// How a turn ended in [`apply_turn`].
 #[derive(Debug)]
 pub enum TurnResult {
@@ -118,12 +134,9 @@ pub enum TurnResult {
 /// Loads, decides and saves one turn at `at` (see the module doc). With a `cache`, the row this
 /// worker saved for the conversation under the same lease is read from it instead of the store,
 /// and the turn's own row is kept there once saved ([`cache`]).
-#[allow(clippy::too_many_arguments)]
 pub async fn apply_turn<S, M, T>(
     engine: &Engine<'_>,
-    store: &S,
-    model: &M,
-    tools: &T,
+    ports: Ports<'_, S, M, T>,
     turn: &Turn,
     at: Position<'_>,
     cache: Option<&CheckpointCache>,
@@ -141,7 +154,7 @@ where
     let row = match cached {
         Some(row) => Some(row),
         // Boxed: the adapters' futures are large; a parked turn holds only the one it awaits.
-        None => Box::pin(store.load(&turn.identity)).await?,
+        None => Box::pin(ports.store.load(&turn.identity)).await?,
     };
     if row.as_ref().is_some_and(|r| r.epoch > at.epoch) {
         tracing::warn!(
@@ -184,7 +197,7 @@ where
     let (deciding, base) = {
         let start = TurnStart::new(state, in_flight, &turn.turn_id);
         let base = recording::Base::of(&start, before);
-        let deciding = Box::pin(decide_turn(engine, store, model, tools, turn, start, fence));
+        let deciding = Box::pin(decide_turn(engine, ports, turn, start, fence));
         (deciding, base)
     };
     // Boxed once decided: the outcome (its state and replies) is held across the save's await,
@@ -210,7 +223,7 @@ where
         base,
     };
     // Boxed: the record and save awaits would otherwise size every parked turn's future.
-    Box::pin(finish_turn(engine, store, turn, at, cache, ended)).await
+    Box::pin(finish_turn(engine, ports.store, turn, at, cache, ended)).await
 }
 
 /// A decided turn on its way to the store.
@@ -317,9 +330,7 @@ pub struct Rules<'a> {
 /// dead-letters a turn.
 pub async fn handle_record<S, M, T>(
     rules: Rules<'_>,
-    store: &S,
-    model: &M,
-    tools: &T,
+    ports: Ports<'_, S, M, T>,
     record: &InboundRecord<'_>,
     epoch: i64,
     committed_mark: i64,
@@ -364,7 +375,7 @@ where
         epoch,
         committed_mark,
     };
-    let result = apply_turn(&rules.engine, store, model, tools, &turn, at, rules.cache).await;
+    let result = apply_turn(&rules.engine, ports, &turn, at, rules.cache).await;
     let (disposition, outputs, processed) = match result {
         Ok(TurnResult::Processed { processed, outputs }) => {
             let disposition = if processed.outcome.duplicate {
@@ -431,7 +442,12 @@ where
         epoch,
         committed_mark: offset,
     };
-    match apply_turn(engine, store, model, tools, turn, at, None).await? {
+    let ports = Ports {
+        store,
+        model,
+        tools,
+    };
+    match apply_turn(engine, ports, turn, at, None).await? {
         TurnResult::Processed { processed, .. } => Ok(*processed),
         // Unreachable by construction (a new offset is never in the outbox; the epoch is the
         // stored one), but named rather than assumed.
