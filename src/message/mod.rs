@@ -94,7 +94,8 @@ impl Topics {
 
 /// What an output is. Its wire name ([`OutputKind::wire_name`]) is what the checkpoint's outbox
 /// stores; the kind decides the topic, so a reply cannot be sent to the events topic.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(into = "&'static str", try_from = "String")]
 pub enum OutputKind {
     Reply,
     Event(EventType),
@@ -130,20 +131,18 @@ impl OutputKind {
     }
 }
 
-impl Serialize for OutputKind {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.wire_name())
+impl From<OutputKind> for &'static str {
+    fn from(kind: OutputKind) -> &'static str {
+        kind.wire_name()
     }
 }
 
-impl<'de> Deserialize<'de> for OutputKind {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let name = String::deserialize(deserializer)?;
+impl TryFrom<String> for OutputKind {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<OutputKind, String> {
         OutputKind::from_wire_name(&name).ok_or_else(|| {
-            serde::de::Error::invalid_value(
-                serde::de::Unexpected::Str(&name),
-                &"reply, dead_letter or an event type",
-            )
+            format!("unknown output kind `{name}`: not reply, dead_letter or an event type")
         })
     }
 }
