@@ -28,9 +28,10 @@
 //! |---|---|
 //! | [`domain`] | the pure core: [`domain::state`] (`AgentState`, ST), [`domain::transaction`] (lifecycle table, LC), [`domain::parameter`] (typed parsers, MG-4), [`domain::confirmation`] (PR-6 recogniser), [`domain::engine`] (order of evaluation, PR/SC/EV), [`domain::effect`] (requests, answers, events), [`domain::catalog`] (assistants, tools, settings), [`domain::reply`] (what the customer reads: templates, results, locale formats, RP), [`domain::wording`] (phrases, result templates, reason texts) |
 //! | [`config`] | YAML configuration: agents and tools, session-control settings (seed names), model profiles; validation errors that name file, key and fix |
-//! | [`ports`] | the traits the pipeline needs from outside: `DecisionModel`, `ToolGateway`, `CheckpointStore` (rows, write-ahead, fenced saves, partition leases) |
+//! | [`ports`] | the traits the pipeline needs from outside: `DecisionModel`, `ToolGateway`, `CheckpointStore` (rows, write-ahead, fenced saves, partition leases); `RetryClass`, the one classification retry layers decide by |
 //! | [`model`] | model-backed decisions: prompts, defensive output parsing, `OpenAiCompatibleModel` (HTTP chat), [`model::embedding`] (`EmbeddingModel`: example utterances, fitted head, `/v1/embeddings` client), [`model::configured`] (per-skill provider and the cascade), `ScriptedModel` |
 //! | [`tool`] | domain tool endpoints: `HttpToolGateway` (webhooks, retries, idempotency keys, evidence), `ScriptedTools` |
+//! | [`http_client`] | what the model, embeddings and tool HTTP adapters share: client policy, bounded body read, transport errors as one line, header values from outside text |
 //! | [`store`] | checkpoint stores: `ScyllaCheckpointStore` (CQL), `InMemoryCheckpointStore` (same write semantics), [`store::fencing`] (the IO-4 write timestamp), [`store::retrying`] (`RetryingStore`, the one retry layer) |
 //! | [`pipeline`] | one record through the flow, for the worker and the scenario runner alike: `handle_record` (decode, fencing, republish, dead letters), `apply_turn`, [`pipeline::decide`] (the engine loop, write-ahead), [`pipeline::outbox`], [`pipeline::cache`] (`CheckpointCache`: rows saved under the current lease, read instead of the store) |
 //! | [`message`] | wire formats: inbound turn decoding (IO-3), replies, CloudEvents, dead-letter records |
@@ -59,6 +60,7 @@ pub mod clock;
 pub mod config;
 pub mod domain;
 pub mod eval;
+pub mod http_client;
 pub mod message;
 pub mod model;
 pub mod pipeline;

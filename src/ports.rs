@@ -77,24 +77,88 @@ pub struct Fence {
     pub offset: i64,
 }
 
-/// Why the store failed, classified for the caller.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// How a failed call may be retried: the one classification every retry layer asks for, so a
+/// layer's policy is written in terms of it and two layers cannot disagree about one error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RetryClass {
+    /// Transient (an outage, a timeout, overload): the same call may succeed in a moment.
+    Retryable,
+    /// This call can never succeed (a fenced write, a record the process cannot handle): give
+    /// it up and go on with the others.
+    Poison,
+    /// Nothing of its kind succeeds until an operator or a restart changes something (schema,
+    /// configuration, credentials, a fenced producer).
+    Fatal,
+}
+
+/// The error underneath a store failure, kept with its type for `source()`; the port names no
+/// adapter's error types.
+pub type StoreCause = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Why the store failed, classified for the caller ([`StoreError::retry_class`]). The message
+/// includes the cause's, so a log line of the error alone says what happened.
+#[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("checkpoint store unavailable: {0}")]
-    Unavailable(String),
+    #[error("checkpoint store unavailable: {}", detail(.what, .cause))]
+    Unavailable {
+        what: String,
+        #[source]
+        cause: Option<StoreCause>,
+    },
     #[error("checkpoint write fenced: a newer owner holds this conversation")]
     Fenced,
     /// The store answered but refused the request (bad schema, missing keyspace, invalid value,
     /// an out-of-range fencing timestamp): repeating the same request cannot succeed until an
     /// operator fixes the cause.
-    #[error("checkpoint store rejected the request: {0}")]
-    Rejected(String),
+    #[error("checkpoint store rejected the request: {}", detail(.what, .cause))]
+    Rejected {
+        what: String,
+        #[source]
+        cause: Option<StoreCause>,
+    },
+}
+
+fn detail(what: &str, cause: &Option<StoreCause>) -> String {
+    match cause {
+        None => what.to_owned(),
+        Some(c) if what.is_empty() => c.to_string(),
+        Some(c) => format!("{what}: {c}"),
+    }
 }
 
 impl StoreError {
-    /// A transient outage: worth retrying as is.
-    pub fn is_retryable(&self) -> bool {
-        matches!(self, StoreError::Unavailable(_))
+    pub fn unavailable(what: impl Into<String>) -> Self {
+        StoreError::Unavailable {
+            what: what.into(),
+            cause: None,
+        }
+    }
+
+    pub fn rejected(what: impl Into<String>) -> Self {
+        StoreError::Rejected {
+            what: what.into(),
+            cause: None,
+        }
+    }
+
+    /// The same failure with the error underneath it (a fence has none).
+    pub fn caused_by(mut self, error: impl Into<StoreCause>) -> Self {
+        if let StoreError::Unavailable { cause, .. } | StoreError::Rejected { cause, .. } =
+            &mut self
+        {
+            *cause = Some(error.into());
+        }
+        self
+    }
+
+    /// `Unavailable` is transient; a fence is final for this write only; a refusal needs an
+    /// operator.
+    pub fn retry_class(&self) -> RetryClass {
+        match self {
+            StoreError::Unavailable { .. } => RetryClass::Retryable,
+            StoreError::Fenced => RetryClass::Poison,
+            StoreError::Rejected { .. } => RetryClass::Fatal,
+        }
     }
 }
 

@@ -457,6 +457,25 @@ async fn router_and_interpreter_requests_on_the_wire() {
     server.shutdown().await;
 }
 
+// A turn id that cannot be a header value as is goes out percent-encoded, as the tool adapter
+// sends it (docs/decisions.md, "Turn-id header"): the call keeps its correlation.
+#[tokio::test]
+async fn an_invalid_turn_id_is_percent_encoded_in_the_header() {
+    let server = ModelServer::start().await;
+    server.set_default(
+        Skill::Classifier,
+        Behaviour::answer(json!({"decision": "CONTINUE", "confidence": 0.97})),
+    );
+    let model = model_at(&server.base_url(), &settings(), 5.0);
+    model
+        .classify(&classifier_request("hello"), ctx("w\n1ü"))
+        .await
+        .expect("decision");
+    let recorded = server.requests();
+    assert_eq!(recorded[0].turn_id.as_deref(), Some("w%0A1%C3%BC"));
+    server.shutdown().await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // SC-2: every fallback reason through the real client
 

@@ -23,7 +23,7 @@ use turnstile::domain::turn::Identity;
 use turnstile::message::{DeadLetterReason, DecodeLimits, InboundRecord, OutputTopic};
 use turnstile::pipeline::cache::Invalidation;
 use turnstile::pipeline::outbox;
-use turnstile::pipeline::{handle_record, CheckpointCache, Disposition, Handled, Rules};
+use turnstile::pipeline::{handle_record, CheckpointCache, Disposition, Handled, Ports, Rules};
 use turnstile::ports::{
     CallContext, CheckpointRecord, CheckpointStore, DecisionModel, DecisionRecordStore,
     DecisionRow, Fence, StoreError, ToolGateway,
@@ -183,16 +183,12 @@ impl World {
             // Seconds after the fixtures' turns (tests/data/rows-0.1), inside the session TTL.
             timestamp_ms: Some(10_000 + offset * 1_000),
         };
-        handle_record(
-            rules,
+        let ports = Ports {
             store,
-            &self.model,
-            &self.tools,
-            &record,
-            epoch,
-            committed_mark,
-        )
-        .await
+            model: &self.model,
+            tools: &self.tools,
+        };
+        handle_record(rules, ports, &record, epoch, committed_mark).await
     }
 }
 
@@ -210,11 +206,11 @@ async fn a_record_redelivered_after_its_save_is_republished_byte_for_byte() {
     assert!(first
         .outputs
         .iter()
-        .any(|o| o.topic == OutputTopic::Replies));
+        .any(|o| o.topic() == OutputTopic::Replies));
     assert!(first
         .outputs
         .iter()
-        .any(|o| o.kind == "transaction.completed"));
+        .any(|o| o.kind.wire_name() == "transaction.completed"));
     let calls = w.model.calls.load(Ordering::SeqCst);
     let row = store.get(&identity());
 
@@ -297,7 +293,7 @@ async fn records_and_checkpoints_that_cannot_be_read_are_dead_lettered() {
         Disposition::DeadLettered(DeadLetterReason::Undecodable)
     );
     assert_eq!(bad.outputs.len(), 1);
-    assert_eq!(bad.outputs[0].topic, OutputTopic::DeadLetters);
+    assert_eq!(bad.outputs[0].topic(), OutputTopic::DeadLetters);
     assert_eq!(store.get(&identity()), None, "nothing stored");
 
     let garbage = CheckpointRecord {
@@ -339,7 +335,7 @@ impl CheckpointStore for Observed {
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_ok()
         {
-            return Err(StoreError::Unavailable("connection refused".into()));
+            return Err(StoreError::unavailable("connection refused"));
         }
         self.loads.fetch_add(1, Ordering::SeqCst);
         self.inner.load(id).await
@@ -359,7 +355,7 @@ impl CheckpointStore for Observed {
         f: Fence,
     ) -> Result<(), StoreError> {
         if self.fail_turn_end.load(Ordering::SeqCst) {
-            return Err(StoreError::Unavailable("connection reset".into()));
+            return Err(StoreError::unavailable("connection reset"));
         }
         self.inner.save_turn(id, r, f).await
     }

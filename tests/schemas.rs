@@ -322,8 +322,8 @@ fn with(field: &str, value: Value) -> Vec<u8> {
 /// Checks the dead letter of a rejected record: schema-valid, lossless copy, deterministic id.
 fn assert_dead_letter(rec: &InboundRecord<'_>, rejection: &Rejection) -> DeadLetterMessage {
     let out = encode_dead_letter(rec, rejection, 1_767_272_400_500);
-    assert_eq!(out.topic, OutputTopic::DeadLetters);
-    assert_eq!(out.kind, "dead_letter");
+    assert_eq!(out.topic(), OutputTopic::DeadLetters);
+    assert_eq!(out.kind.wire_name(), "dead_letter");
     assert_eq!(out.content_type(), CONTENT_TYPE_JSON);
     let value: Value = serde_json::from_slice(&out.payload).unwrap();
     let errors = schema_errors(&schemas().dead_letter, &value);
@@ -696,15 +696,19 @@ fn check_outputs(turn: &Turn, outcome: &TurnOutcome, outputs: &[Output]) {
     assert_eq!(outputs.len(), usize::from(has_reply) + outcome.events.len());
     for out in outputs {
         let value: Value = serde_json::from_slice(&out.payload).unwrap();
-        let errors = schema_errors(schemas().for_topic(out.topic), &value);
-        assert!(errors.is_empty(), "{}: {errors:?}\n{value:#}", out.kind);
+        let errors = schema_errors(schemas().for_topic(out.topic()), &value);
+        assert!(
+            errors.is_empty(),
+            "{}: {errors:?}\n{value:#}",
+            out.kind.wire_name()
+        );
         assert_eq!(out.key, key, "IO-1: outputs keyed by the identity");
     }
     let mut rest = outputs;
     if has_reply {
         let reply = ReplyMessage::from_json(&outputs[0].payload).unwrap();
-        assert_eq!(outputs[0].topic, OutputTopic::Replies);
-        assert_eq!(outputs[0].kind, "reply");
+        assert_eq!(outputs[0].topic(), OutputTopic::Replies);
+        assert_eq!(outputs[0].kind.wire_name(), "reply");
         assert_eq!(outputs[0].content_type(), CONTENT_TYPE_JSON);
         assert_eq!(reply.output_id, outputs[0].output_id);
         assert_eq!(reply.text, texts.join("\n"));
@@ -716,9 +720,9 @@ fn check_outputs(turn: &Turn, outcome: &TurnOutcome, outputs: &[Output]) {
     }
     for (out, event) in rest.iter().zip(&outcome.events) {
         let ce = CloudEvent::from_json(&out.payload).unwrap();
-        assert_eq!(out.topic, OutputTopic::Events);
+        assert_eq!(out.topic(), OutputTopic::Events);
         assert_eq!(out.content_type(), CONTENT_TYPE_CLOUDEVENTS);
-        assert_eq!(out.kind, event.kind.as_str());
+        assert_eq!(out.kind.wire_name(), event.kind.as_str());
         assert_eq!(ce.kind, event.kind, "the engine's order is kept");
         assert_eq!(ce.id, out.output_id);
         assert_eq!(ce.subject, key);
@@ -763,7 +767,7 @@ fn engine_outputs_validate_and_ids_are_deterministic() {
                 seen_ids.insert(o.output_id.clone()),
                 "ids differ across turns"
             );
-            seen_kinds.insert(o.kind);
+            seen_kinds.insert(o.kind.wire_name());
         }
         state = outcome.state;
     }
@@ -844,7 +848,10 @@ fn every_event_type_encodes_and_reply_absence_keeps_event_ids() {
     );
     for out in &outputs {
         let value: Value = serde_json::from_slice(&out.payload).unwrap();
-        assert!(schemas().for_topic(out.topic).is_valid(&value), "{value:#}");
+        assert!(
+            schemas().for_topic(out.topic()).is_valid(&value),
+            "{value:#}"
+        );
     }
     let ce = CloudEvent::from_json(&outputs[1].payload).unwrap();
     assert_eq!(
@@ -858,15 +865,15 @@ fn every_event_type_encodes_and_reply_absence_keeps_event_ids() {
     assert_eq!(silent_outputs.len(), 9, "no text, no reply");
     assert!(silent_outputs
         .iter()
-        .all(|o| o.topic == OutputTopic::Events));
+        .all(|o| o.topic() == OutputTopic::Events));
     let event_ids = |o: &[Output]| {
         o.iter()
-            .filter(|o| o.topic == OutputTopic::Events)
+            .filter(|o| o.topic() == OutputTopic::Events)
             .map(|o| o.output_id.clone())
             .collect::<Vec<_>>()
     };
     assert_eq!(event_ids(&outputs), event_ids(&silent_outputs));
-    let kinds_out: Vec<&str> = silent_outputs.iter().map(|o| o.kind).collect();
+    let kinds_out: Vec<&str> = silent_outputs.iter().map(|o| o.kind.wire_name()).collect();
     let kinds_in: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
     assert_eq!(kinds_out, kinds_in);
 }

@@ -16,7 +16,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use turnstile::domain::turn::Identity;
-use turnstile::ports::{CheckpointRecord, CheckpointStore, Fence, StoreError};
+use turnstile::ports::{CheckpointRecord, CheckpointStore, Fence, RetryClass, StoreError};
 use turnstile::store::cql::{
     write_timestamp, CqlConfig, ScyllaCheckpointStore, StoredRow, EPOCH_LIMIT, OFFSET_LIMIT,
     PHASE_OUTBOX_PRUNE, PHASE_TURN_END, PHASE_WRITE_AHEAD,
@@ -216,7 +216,10 @@ async fn connect_without_schema_is_rejected_with_a_hint() {
     ensure_migrated();
     let cfg = config(&format!("{}_none", keyspace()));
     match ScyllaCheckpointStore::connect(&cfg).await {
-        Err(StoreError::Rejected(m)) => assert!(m.contains("turnstile migrate"), "{m}"),
+        Err(e @ StoreError::Rejected { .. }) => {
+            assert!(e.to_string().contains("turnstile migrate"), "{e}");
+            assert_eq!(e.retry_class(), RetryClass::Fatal);
+        }
         other => panic!("expected Rejected, got {other:?}"),
     }
 }
@@ -231,7 +234,12 @@ async fn unreachable_store_is_unavailable_and_retryable() {
     };
     let started = Instant::now();
     match ScyllaCheckpointStore::connect(&cfg).await {
-        Err(e @ StoreError::Unavailable(_)) => assert!(e.is_retryable()),
+        Err(e @ StoreError::Unavailable { .. }) => {
+            assert_eq!(e.retry_class(), RetryClass::Retryable);
+            // The driver's error is kept with its type, not flattened into the message.
+            let cause = std::error::Error::source(&e).expect("the driver's error");
+            assert!(cause.is::<scylla::errors::NewSessionError>(), "{cause:?}");
+        }
         other => panic!("expected Unavailable, got {other:?}"),
     }
     // Bounded retries: a few attempts within ~2 s of pauses, not a hang.
@@ -407,7 +415,7 @@ async fn acquire_epoch_is_monotonic_and_distinct_under_concurrency() {
     }
     assert_eq!(epochs.len(), 8);
     // Another partition of the same topic has its own sequence.
-    assert_eq!(store.acquire_epoch(&topic, 1, "worker-0").await, Ok(1));
+    assert_eq!(store.acquire_epoch(&topic, 1, "worker-0").await.unwrap(), 1);
 }
 
 #[tokio::test]
@@ -463,7 +471,9 @@ fn write_timestamp_refuses_values_outside_its_bit_budget() {
         (1, 0, 3),
     ] {
         match write_timestamp(epoch, offset, phase) {
-            Err(e @ StoreError::Rejected(_)) => assert!(!e.is_retryable()),
+            Err(e @ StoreError::Rejected { .. }) => {
+                assert_eq!(e.retry_class(), RetryClass::Fatal);
+            }
             other => panic!("({epoch}, {offset}, {phase}) gave {other:?}"),
         }
     }
@@ -476,7 +486,7 @@ async fn save_row_refuses_a_timestamp_of_another_epoch() {
     let r = store
         .save_row(&id, &row("s", 2), ts(1, 1, PHASE_TURN_END))
         .await;
-    assert!(matches!(r, Err(StoreError::Rejected(_))), "{r:?}");
+    assert!(matches!(r, Err(StoreError::Rejected { .. })), "{r:?}");
 }
 
 #[tokio::test]

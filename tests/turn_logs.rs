@@ -30,7 +30,7 @@ use turnstile::message::{DecodeLimits, InboundRecord};
 use turnstile::model::configured::{ConfiguredModel, EmbeddingsSetup};
 use turnstile::model::http::OpenAiCompatibleModel;
 use turnstile::model::ModelScript;
-use turnstile::pipeline::{handle_record, Disposition, Rules};
+use turnstile::pipeline::{handle_record, Disposition, Ports, Rules};
 use turnstile::ports::{CheckpointRecord, CheckpointStore, DecisionModel, Fence, StoreError};
 use turnstile::store::retrying::Backoff;
 use turnstile::store::{InMemoryCheckpointStore, RetryingStore};
@@ -148,7 +148,7 @@ impl CheckpointStore for Flaky {
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_ok()
         {
-            return Err(StoreError::Unavailable("connection refused".into()));
+            return Err(StoreError::unavailable("connection refused"));
         }
         self.inner.load(id).await
     }
@@ -287,7 +287,12 @@ impl World {
             limits: &self.limits,
             cache: None,
         };
-        let handled = handle_record(rules, &self.store, model, &self.tools, &record, 1, -1)
+        let ports = Ports {
+            store: &self.store,
+            model,
+            tools: &self.tools,
+        };
+        let handled = handle_record(rules, ports, &record, 1, -1)
             .instrument(telemetry::turn_span(TOPIC, 0, offset))
             .await
             .expect("no store error escapes the retry layer");

@@ -86,7 +86,9 @@ pub async fn probe_embeddings(base_url: &str) -> Result<EmbeddingsServer, String
 
 pub async fn new_topics(phase: &str, partitions: i32) -> Result<Topics, String> {
     let topics = bus::unique_topics(&format!("bench-{phase}"));
-    bus::create_topics(&bus::brokers(), &topics, partitions).await?;
+    bus::create_topics(&bus::brokers(), &topics, partitions)
+        .await
+        .map_err(|e| e.to_string())?;
     Ok(topics)
 }
 

@@ -24,7 +24,7 @@ use crate::domain::effect::{ToolRequest, TurnOutcome};
 use crate::domain::engine::Engine;
 use crate::domain::state::AgentState;
 use crate::domain::turn::Turn;
-use crate::message::{decode_turn, encode_outputs, DecodeLimits, InboundRecord};
+use crate::message::{decode_turn, encode_outputs, DecodeLimits, InboundRecord, OutputKind};
 use crate::model::scripted::{ModelScript, ScriptedModel};
 use crate::pipeline::process_turn;
 use crate::ports::{CallContext, ToolGateway};
@@ -497,7 +497,7 @@ fn compare_outputs(turn: &Turn, outcome: &TurnOutcome, outputs: &Outputs<'_>, r:
         .iter()
         .map(|o| {
             let v: Value = serde_json::from_slice(&o.payload).unwrap_or_default();
-            let text = (o.kind == "reply")
+            let text = (o.kind == OutputKind::Reply)
                 .then(|| v.get("text").and_then(Value::as_str).map(str::to_owned))
                 .flatten();
             (o.output_id.clone(), text)

@@ -85,7 +85,7 @@ pub(crate) fn split_contacts(contact: &str) -> Vec<String> {
 /// One clear line on stderr and the matching exit code, shared with `inspect`.
 pub(crate) fn report_store_error(command: &str, cfg: &CqlConfig, e: &StoreError) -> u8 {
     match e {
-        StoreError::Unavailable(_) => {
+        StoreError::Unavailable { .. } => {
             eprintln!(
                 "turnstile {command}: checkpoint store unreachable at {}: {e} \
                  (fix: start it — locally `bash scripts/services.sh up` — or pass --contact)",
@@ -93,7 +93,7 @@ pub(crate) fn report_store_error(command: &str, cfg: &CqlConfig, e: &StoreError)
             );
             EXIT_UNAVAILABLE
         }
-        StoreError::Rejected(_) | StoreError::Fenced => {
+        StoreError::Rejected { .. } | StoreError::Fenced => {
             eprintln!("turnstile {command}: {e}");
             EXIT_REJECTED
         }

@@ -127,7 +127,7 @@ pub async fn run(args: Args) -> u8 {
     match worker::run(worker_config, services, health, shutdown_signal()).await {
         Ok(()) => 0,
         Err(e) => {
-            tracing::error!(error = %e, "Worker failed.");
+            tracing::error!(error = %e, retry_class = ?e.retry_class(), "Worker failed.");
             eprintln!("turnstile: {e}");
             EXIT_SOFTWARE
         }

@@ -119,26 +119,18 @@ pub enum Answer {
     Tool(ToolResult),
 }
 
-/// CloudEvents `type`s the engine emits, in the contract's order (Events section).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+/// CloudEvents `type`s the engine emits, in the contract's order (Events section). Serialized as
+/// its wire name, [`EventType::as_str`], the one place those names are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum EventType {
-    #[serde(rename = "transaction.state.inconsistent")]
     StateInconsistent,
-    #[serde(rename = "transaction.cancelled")]
     Cancelled,
-    #[serde(rename = "transaction.failed")]
     Failed,
-    #[serde(rename = "transaction.out_of_scope")]
     OutOfScope,
-    #[serde(rename = "transaction.completed")]
     Completed,
-    #[serde(rename = "transaction.started")]
     Started,
-    #[serde(rename = "session.handback.completed")]
     HandbackCompleted,
-    #[serde(rename = "session.human_handoff.requested")]
     HumanHandoffRequested,
-    #[serde(rename = "session.end.requested")]
     EndRequested,
 }
 
@@ -156,7 +148,19 @@ impl EventType {
         EventType::EndRequested,
     ];
 
-    pub fn as_str(self) -> &'static str {
+    /// The wire names of [`EventType::ALL`], for a reader's "expected one of" error.
+    pub const NAMES: [&'static str; 9] = {
+        let mut names = [""; 9];
+        let mut i = 0;
+        while i < names.len() {
+            names[i] = Self::ALL[i].as_str();
+            i += 1;
+        }
+        names
+    };
+
+    /// The CloudEvents `type`, also the `type` label of the events metric.
+    pub const fn as_str(self) -> &'static str {
         match self {
             EventType::StateInconsistent => "transaction.state.inconsistent",
             EventType::Cancelled => "transaction.cancelled",
@@ -170,6 +174,10 @@ impl EventType {
         }
     }
 
+    pub fn from_wire_name(name: &str) -> Option<EventType> {
+        Self::ALL.into_iter().find(|t| t.as_str() == name)
+    }
+
     pub fn for_terminal(status: TransactionStatus) -> Option<EventType> {
         match status {
             TransactionStatus::Completed => Some(EventType::Completed),
@@ -178,6 +186,20 @@ impl EventType {
             TransactionStatus::Failed => Some(EventType::Failed),
             _ => None,
         }
+    }
+}
+
+impl Serialize for EventType {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for EventType {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        EventType::from_wire_name(&name)
+            .ok_or_else(|| serde::de::Error::unknown_variant(&name, &EventType::NAMES))
     }
 }
 

@@ -10,7 +10,7 @@ use crate::message::wire::{
     cap, check_length, check_time, check_uuid, derive_id, format_rfc3339_ms, nullable, parse_json,
     truncate_chars,
 };
-use crate::message::{Output, OutputTopic};
+use crate::message::{Output, OutputKind};
 
 /// At most this many payload bytes are copied into a dead letter (as base64, about 350 KB), so a
 /// dead letter always fits Kafka's default 1 MB message limit.
@@ -112,11 +112,10 @@ pub fn encode_dead_letter(
         created_at: format_rfc3339_ms(now_ms),
     };
     Output {
-        topic: OutputTopic::DeadLetters,
+        kind: OutputKind::DeadLetter,
         key: key_text.unwrap_or_default(),
         // Cannot fail: derived impls and string map keys only.
         payload: serde_json::to_vec(&message).unwrap_or_default(),
         output_id,
-        kind: "dead_letter",
     }
 }

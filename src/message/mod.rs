@@ -26,6 +26,10 @@ pub use outbound::{
 };
 pub use wire::format_rfc3339_ms;
 
+use serde::{Deserialize, Serialize};
+
+use crate::domain::effect::EventType;
+
 /// Kafka header carrying [`Output::output_id`] on every output, so a reader can deduplicate.
 pub const HEADER_OUTPUT_ID: &str = "output_id";
 /// Kafka header carrying the inbound `turn_id` on replies and events, and on the dead letters of
@@ -88,27 +92,118 @@ impl Topics {
     }
 }
 
+/// What an output is. Its wire name ([`OutputKind::wire_name`]) is what the checkpoint's outbox
+/// stores; the kind decides the topic, so a reply cannot be sent to the events topic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(into = "&'static str", try_from = "String")]
+pub enum OutputKind {
+    Reply,
+    Event(EventType),
+    DeadLetter,
+}
+
+impl OutputKind {
+    pub fn wire_name(self) -> &'static str {
+        match self {
+            OutputKind::Reply => "reply",
+            OutputKind::Event(t) => t.as_str(),
+            OutputKind::DeadLetter => "dead_letter",
+        }
+    }
+
+    /// Every kind, replies first, then events in the schema's order, then dead letters.
+    pub fn all() -> impl Iterator<Item = OutputKind> {
+        std::iter::once(OutputKind::Reply)
+            .chain(EventType::ALL.map(OutputKind::Event))
+            .chain(std::iter::once(OutputKind::DeadLetter))
+    }
+
+    pub fn from_wire_name(name: &str) -> Option<OutputKind> {
+        OutputKind::all().find(|k| k.wire_name() == name)
+    }
+
+    pub fn topic(self) -> OutputTopic {
+        match self {
+            OutputKind::Reply => OutputTopic::Replies,
+            OutputKind::Event(_) => OutputTopic::Events,
+            OutputKind::DeadLetter => OutputTopic::DeadLetters,
+        }
+    }
+}
+
+impl From<OutputKind> for &'static str {
+    fn from(kind: OutputKind) -> &'static str {
+        kind.wire_name()
+    }
+}
+
+impl TryFrom<String> for OutputKind {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<OutputKind, String> {
+        OutputKind::from_wire_name(&name).ok_or_else(|| {
+            format!("unknown output kind `{name}`: not reply, dead_letter or an event type")
+        })
+    }
+}
+
 /// One message ready to produce. The worker sets the headers from it: [`HEADER_OUTPUT_ID`] =
 /// `output_id`, [`HEADER_CONTENT_TYPE`] = [`Output::content_type`], and [`HEADER_TURN_ID`] = the
 /// turn's id on replies and events.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Output {
-    pub topic: OutputTopic,
+    /// Also decides the topic ([`Output::topic`]).
+    pub kind: OutputKind,
     /// The conversation identity key (`tenant/agent/session`), so a conversation's outputs keep
     /// their order in one output partition; a dead letter keeps the original record's key.
     pub key: String,
     pub payload: Vec<u8>,
     /// Deterministic (UUIDv5): a republish of the same turn or record carries the same id (EV-1).
     pub output_id: String,
-    /// `"reply"`, the event type (`"transaction.started"`, …) or `"dead_letter"`: a metric label.
-    pub kind: &'static str,
 }
 
 impl Output {
+    pub fn topic(&self) -> OutputTopic {
+        self.kind.topic()
+    }
+
     pub fn content_type(&self) -> &'static str {
-        match self.topic {
+        match self.topic() {
             OutputTopic::Events => CONTENT_TYPE_CLOUDEVENTS,
             OutputTopic::Replies | OutputTopic::DeadLetters => CONTENT_TYPE_JSON,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The outbox stores kinds by wire name: every kind reads back as itself, and the names are
+    /// the ones rows already hold.
+    #[test]
+    fn every_output_kind_round_trips_through_its_wire_name() {
+        let names: Vec<&str> = OutputKind::all().map(OutputKind::wire_name).collect();
+        assert_eq!(names.len(), 11);
+        assert_eq!(names[0], "reply");
+        assert_eq!(names[1], "transaction.state.inconsistent");
+        assert_eq!(names[10], "dead_letter");
+        for kind in OutputKind::all() {
+            let json = serde_json::to_string(&kind).unwrap();
+            assert_eq!(json, format!("\"{}\"", kind.wire_name()));
+            assert_eq!(serde_json::from_str::<OutputKind>(&json).unwrap(), kind);
+        }
+        assert!(serde_json::from_str::<OutputKind>("\"transaction.unknown\"").is_err());
+    }
+
+    #[test]
+    fn every_event_type_round_trips_through_its_wire_name() {
+        for t in EventType::ALL {
+            let json = serde_json::to_string(&t).unwrap();
+            assert_eq!(json, format!("\"{}\"", t.as_str()));
+            assert_eq!(serde_json::from_str::<EventType>(&json).unwrap(), t);
+        }
+        let err = serde_json::from_str::<EventType>("\"x\"").unwrap_err();
+        assert!(err.to_string().contains("transaction.started"), "{err}");
     }
 }

@@ -13,7 +13,7 @@ use crate::message::wire::{
     check_identity_part, check_length, check_time, check_uuid, derive_id, format_rfc3339_ms,
     nullable, parse_json,
 };
-use crate::message::{Output, OutputTopic};
+use crate::message::{Output, OutputKind};
 
 const REPLY_SCHEMA_FILE: &str = "schemas/reply.v1.json";
 const EVENT_SCHEMA_FILE: &str = "schemas/event.v1.json";
@@ -193,12 +193,11 @@ pub fn encode_outputs(turn: &Turn, outcome: &TurnOutcome, now_ms: i64) -> Vec<Ou
             created_at: created_at.clone(),
         };
         outputs.push(Output {
-            topic: OutputTopic::Replies,
+            kind: OutputKind::Reply,
             key: key.clone(),
             // Cannot fail: derived impls and string map keys only.
             payload: serde_json::to_vec(&reply).unwrap_or_default(),
             output_id,
-            kind: "reply",
         });
     }
 
@@ -225,11 +224,10 @@ pub fn encode_outputs(turn: &Turn, outcome: &TurnOutcome, now_ms: i64) -> Vec<Ou
             turnid: turn.turn_id.clone(),
         };
         outputs.push(Output {
-            topic: OutputTopic::Events,
+            kind: OutputKind::Event(event.kind),
             key: key.clone(),
             payload: serde_json::to_vec(&cloud_event).unwrap_or_default(),
             output_id,
-            kind: event.kind.as_str(),
         });
     }
     outputs

@@ -13,7 +13,7 @@ use crate::ports::{
     CallContext, CheckpointRecord, CheckpointStore, DecisionModel, Fence, ToolGateway,
 };
 
-use super::{PipelineError, ProcessedTurn};
+use super::{PipelineError, Ports, ProcessedTurn};
 use crate::telemetry;
 use metrics::counter;
 
@@ -81,9 +81,7 @@ impl TurnStart {
 /// state would each take a slot in it.
 pub async fn decide_turn<S, M, T>(
     engine: &Engine<'_>,
-    store: &S,
-    model: &M,
-    tools: &T,
+    ports: Ports<'_, S, M, T>,
     turn: &Turn,
     start: TurnStart,
     fence: Fence,
@@ -138,7 +136,10 @@ where
                 // Boxed, like `perform` below: a turn waiting for a model slot holds only the
                 // calls of the step it is at, not the largest step's futures for its whole life.
                 let (classified, routed) = Box::pin(async {
-                    tokio::join!(model.classify(c, ctx), model.route(&guess, spec_ctx))
+                    tokio::join!(
+                        ports.model.classify(c, ctx),
+                        ports.model.route(&guess, spec_ctx)
+                    )
                 })
                 .await;
                 model_calls.push(Skill::Classifier);
@@ -162,39 +163,43 @@ where
         if let Some(skill) = request.skill() {
             model_calls.push(skill);
         }
-        let answer = Box::pin(perform(
-            request,
-            &start.base,
+        let write_ahead = WriteAhead {
             turn,
-            run.answers(),
-            store,
-            model,
-            tools,
-            ctx,
+            base: &start.base,
+            answers: run.answers(),
             fence,
-        ))
-        .await?;
+        };
+        let answer = Box::pin(perform(request, ports, ctx, write_ahead)).await?;
         step = run.resume(Some(answer))?;
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What an LC-4 write-ahead records besides the executing state: the turn, the state it
+/// started from, the answers so far, and the lease's fence.
+struct WriteAhead<'a> {
+    turn: &'a Turn,
+    base: &'a AgentState,
+    answers: &'a [Answer],
+    fence: Fence,
+}
+
+/// Carries out one engine request through its port.
 async fn perform<S, M, T>(
     request: Request,
-    base: &AgentState,
-    turn: &Turn,
-    answers: &[Answer],
-    store: &S,
-    model: &M,
-    tools: &T,
+    ports: Ports<'_, S, M, T>,
     ctx: CallContext<'_>,
-    fence: Fence,
+    write_ahead: WriteAhead<'_>,
 ) -> Result<Answer, PipelineError>
 where
     S: CheckpointStore,
     M: DecisionModel,
     T: ToolGateway,
 {
+    let Ports {
+        store,
+        model,
+        tools,
+    } = ports;
     Ok(match request {
         Request::Classify(r) => Answer::Classifier(model.classify(&r, ctx).await),
         Request::Route(r) => Answer::Router(model.route(&r, ctx).await),
@@ -202,6 +207,12 @@ where
         Request::PreValidate(r) => Answer::PreValidation(tools.pre_validate(&r, ctx).await),
         Request::Execute(r) => Answer::Tool(tools.execute(&r, ctx).await),
         Request::PersistExecuting(executing) => {
+            let WriteAhead {
+                turn,
+                base,
+                answers,
+                fence,
+            } = write_ahead;
             let record = CheckpointRecord {
                 state: state::encode(&executing),
                 in_flight: Some(encode_in_flight(&turn.turn_id, base, answers)),

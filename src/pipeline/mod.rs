@@ -29,7 +29,7 @@ use crate::message::{
     Output, Rejection,
 };
 use crate::ports::{
-    CheckpointRecord, CheckpointStore, DecisionModel, Fence, StoreError, ToolGateway,
+    CheckpointRecord, CheckpointStore, DecisionModel, Fence, RetryClass, StoreError, ToolGateway,
 };
 use crate::record;
 use crate::store::fencing::{write_timestamp, PHASE_TURN_END};
@@ -46,11 +46,24 @@ pub enum PipelineError {
     #[error("stored checkpoint cannot be decoded: {0}")]
     Checkpoint(#[from] DecodeStateError),
     #[error("stored in-flight turn cannot be decoded: {0}")]
-    InFlight(String),
+    InFlight(#[source] serde_json::Error),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
     Engine(#[from] EngineError),
+}
+
+impl PipelineError {
+    /// A record whose checkpoint or turn cannot be handled is `Poison` (dead-lettered, the
+    /// partition goes on); a store failure is the store's class.
+    pub fn retry_class(&self) -> RetryClass {
+        match self {
+            PipelineError::Checkpoint(_)
+            | PipelineError::InFlight(_)
+            | PipelineError::Engine(_) => RetryClass::Poison,
+            PipelineError::Store(e) => e.retry_class(),
+        }
+    }
 }
 
 /// What deciding a turn did.
@@ -86,6 +99,22 @@ impl Position<'_> {
     }
 }
 
+/// The ports one turn calls: its checkpoint store, decision model and tool gateway.
+pub struct Ports<'a, S, M, T> {
+    pub store: &'a S,
+    pub model: &'a M,
+    pub tools: &'a T,
+}
+
+// By hand: derived, they would require the ports themselves to be `Copy`.
+impl<S, M, T> Clone for Ports<'_, S, M, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<S, M, T> Copy for Ports<'_, S, M, T> {}
+
 /// How a turn ended in [`apply_turn`].
 #[derive(Debug)]
 pub enum TurnResult {
@@ -105,12 +134,9 @@ pub enum TurnResult {
 /// Loads, decides and saves one turn at `at` (see the module doc). With a `cache`, the row this
 /// worker saved for the conversation under the same lease is read from it instead of the store,
 /// and the turn's own row is kept there once saved ([`cache`]).
-#[allow(clippy::too_many_arguments)]
 pub async fn apply_turn<S, M, T>(
     engine: &Engine<'_>,
-    store: &S,
-    model: &M,
-    tools: &T,
+    ports: Ports<'_, S, M, T>,
     turn: &Turn,
     at: Position<'_>,
     cache: Option<&CheckpointCache>,
@@ -128,7 +154,7 @@ where
     let row = match cached {
         Some(row) => Some(row),
         // Boxed: the adapters' futures are large; a parked turn holds only the one it awaits.
-        None => Box::pin(store.load(&turn.identity)).await?,
+        None => Box::pin(ports.store.load(&turn.identity)).await?,
     };
     if row.as_ref().is_some_and(|r| r.epoch > at.epoch) {
         tracing::warn!(
@@ -171,7 +197,7 @@ where
     let (deciding, base) = {
         let start = TurnStart::new(state, in_flight, &turn.turn_id);
         let base = recording::Base::of(&start, before);
-        let deciding = Box::pin(decide_turn(engine, store, model, tools, turn, start, fence));
+        let deciding = Box::pin(decide_turn(engine, ports, turn, start, fence));
         (deciding, base)
     };
     // Boxed once decided: the outcome (its state and replies) is held across the save's await,
@@ -197,7 +223,7 @@ where
         base,
     };
     // Boxed: the record and save awaits would otherwise size every parked turn's future.
-    Box::pin(finish_turn(engine, store, turn, at, cache, ended)).await
+    Box::pin(finish_turn(engine, ports.store, turn, at, cache, ended)).await
 }
 
 /// A decided turn on its way to the store.
@@ -304,9 +330,7 @@ pub struct Rules<'a> {
 /// dead-letters a turn.
 pub async fn handle_record<S, M, T>(
     rules: Rules<'_>,
-    store: &S,
-    model: &M,
-    tools: &T,
+    ports: Ports<'_, S, M, T>,
     record: &InboundRecord<'_>,
     epoch: i64,
     committed_mark: i64,
@@ -351,7 +375,7 @@ where
         epoch,
         committed_mark,
     };
-    let result = apply_turn(&rules.engine, store, model, tools, &turn, at, rules.cache).await;
+    let result = apply_turn(&rules.engine, ports, &turn, at, rules.cache).await;
     let (disposition, outputs, processed) = match result {
         Ok(TurnResult::Processed { processed, outputs }) => {
             let disposition = if processed.outcome.duplicate {
@@ -418,12 +442,17 @@ where
         epoch,
         committed_mark: offset,
     };
-    match apply_turn(engine, store, model, tools, turn, at, None).await? {
+    let ports = Ports {
+        store,
+        model,
+        tools,
+    };
+    match apply_turn(engine, ports, turn, at, None).await? {
         TurnResult::Processed { processed, .. } => Ok(*processed),
         // Unreachable by construction (a new offset is never in the outbox; the epoch is the
         // stored one), but named rather than assumed.
         TurnResult::Republished { .. } | TurnResult::Fenced => {
-            Err(PipelineError::Store(StoreError::Rejected(format!(
+            Err(PipelineError::Store(StoreError::rejected(format!(
                 "offset {offset} of the serial stream was already applied or fenced"
             ))))
         }
@@ -451,10 +480,9 @@ pub fn decode_record(
 ) -> Result<(AgentState, Option<InFlightTurn>), PipelineError> {
     let state = state::decode(state_bytes)?;
     let in_flight = match in_flight {
-        Some(bytes) => Some(
-            serde_json::from_slice::<InFlightTurn>(bytes)
-                .map_err(|e| PipelineError::InFlight(e.to_string()))?,
-        ),
+        Some(bytes) => {
+            Some(serde_json::from_slice::<InFlightTurn>(bytes).map_err(PipelineError::InFlight)?)
+        }
         None => None,
     };
     Ok((state, in_flight))

@@ -5,11 +5,12 @@
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::message::{Output, OutputTopic};
+use crate::message::{Output, OutputKind};
 
 /// One output as kept in the checkpoint's outbox until its commit is known.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OutboxOutput {
+    /// Written for readers of the row (`turnstile inspect`); read back, the kind decides the topic.
     pub topic: String,
     pub key: String,
     /// The payload's own JSON, embedded as is, so it is neither escaped on save nor unescaped on
@@ -17,7 +18,9 @@ pub struct OutboxOutput {
     /// is not exactly one JSON value (see [`from_outbox`]).
     pub payload: Box<RawValue>,
     pub output_id: String,
-    pub kind: String,
+    /// By wire name. A name this version does not know (a row written by a newer one) makes the
+    /// whole outbox unreadable: see [`decode`].
+    pub kind: OutputKind,
 }
 
 /// The outputs of one applied turn whose Kafka commit is not yet known.
@@ -45,11 +48,11 @@ pub fn to_outbox(o: &Output) -> OutboxOutput {
     let payload =
         embedded.unwrap_or_else(|| serde_json::value::to_raw_value(&text).unwrap_or_default());
     OutboxOutput {
-        topic: o.topic.as_str().to_owned(),
+        topic: o.topic().as_str().to_owned(),
         key: o.key.clone(),
         payload,
         output_id: o.output_id.clone(),
-        kind: o.kind.to_string(),
+        kind: o.kind,
     }
 }
 
@@ -63,50 +66,41 @@ pub fn from_outbox(o: &OutboxOutput) -> Output {
         raw.as_bytes().to_vec()
     };
     Output {
-        topic: match o.topic.as_str() {
-            "events" => OutputTopic::Events,
-            "dead_letters" => OutputTopic::DeadLetters,
-            _ => OutputTopic::Replies,
-        },
+        kind: o.kind,
         key: o.key.clone(),
         payload,
         output_id: o.output_id.clone(),
-        kind: kind_name(&o.kind),
-    }
-}
-
-/// Output kinds are a closed set; map the stored name back to its static label.
-fn kind_name(kind: &str) -> &'static str {
-    for t in crate::domain::effect::EventType::ALL {
-        if t.as_str() == kind {
-            return t.as_str();
-        }
-    }
-    match kind {
-        "dead_letter" => "dead_letter",
-        _ => "reply",
     }
 }
 
 /// Decodes a stored outbox; an unreadable one is treated as empty (its turns were applied, so the
-/// worst case is a re-run that the engine answers as a duplicate, EV-1).
+/// worst case is a re-run that the engine answers as a duplicate, EV-1, publishing nothing).
 pub fn decode(bytes: Option<&[u8]>) -> Vec<OutboxEntry> {
-    bytes
-        .and_then(|b| serde_json::from_slice(b).ok())
-        .unwrap_or_default()
+    let Some(bytes) = bytes else {
+        return Vec::new();
+    };
+    serde_json::from_slice(bytes).unwrap_or_else(|e| {
+        tracing::warn!(
+            error = %e,
+            "Checkpoint outbox unreadable (written by another version?); its uncommitted turns \
+             run again as duplicates and republish nothing."
+        );
+        Vec::new()
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::effect::EventType;
+    use crate::message::OutputTopic;
 
     fn output(payload: &[u8]) -> Output {
         Output {
-            topic: OutputTopic::Events,
+            kind: OutputKind::Event(EventType::Completed),
             key: "t/a/s".into(),
             payload: payload.to_vec(),
             output_id: "id-1".into(),
-            kind: "transaction.completed",
         }
     }
 
@@ -130,8 +124,8 @@ mod tests {
             let (back, stored) = through_the_store(&output(payload));
             assert_eq!(back.payload, payload, "stored as {stored}");
             assert_eq!(back.output_id, "id-1");
-            assert_eq!(back.kind, "transaction.completed");
-            assert_eq!(back.topic, OutputTopic::Events);
+            assert_eq!(back.kind, OutputKind::Event(EventType::Completed));
+            assert_eq!(back.topic(), OutputTopic::Events);
         }
     }
 
@@ -141,6 +135,30 @@ mod tests {
         assert!(stored.contains(r#""payload":{"a":1}"#), "{stored}");
     }
 
+    /// The row's bytes are the ones earlier versions wrote and read.
+    #[test]
+    fn outbox_row_format_is_unchanged() {
+        let o = Output {
+            kind: OutputKind::DeadLetter,
+            key: "k".into(),
+            payload: br#"{"a":1}"#.to_vec(),
+            output_id: "id-2".into(),
+        };
+        assert_eq!(
+            serde_json::to_string(&to_outbox(&o)).unwrap(),
+            r#"{"topic":"dead_letters","key":"k","payload":{"a":1},"output_id":"id-2","kind":"dead_letter"}"#
+        );
+    }
+
+    /// A kind this version does not know cannot be republished under a guessed one.
+    #[test]
+    fn outbox_with_an_unknown_kind_reads_as_empty() {
+        let row = r#"[{"topic":"replies","partition":0,"offset":1,"turn_id":"u","outputs":[{"topic":"events","key":"k","payload":{},"output_id":"i","kind":"transaction.paused"}]}]"#;
+        assert!(decode(Some(row.as_bytes())).is_empty());
+        let known = row.replace("transaction.paused", "transaction.started");
+        assert_eq!(decode(Some(known.as_bytes()))[0].outputs.len(), 1);
+    }
+
     /// Rows written before the payload was embedded hold it as a JSON string.
     #[test]
     fn outbox_reads_rows_that_stored_the_payload_as_a_string() {
@@ -148,7 +166,7 @@ mod tests {
         let back: Vec<OutboxOutput> = serde_json::from_str(old).unwrap();
         let out = from_outbox(&back[0]);
         assert_eq!(out.payload, br#"{"text":"hi"}"#);
-        assert_eq!(out.topic, OutputTopic::Replies);
-        assert_eq!(out.kind, "reply");
+        assert_eq!(out.topic(), OutputTopic::Replies);
+        assert_eq!(out.kind, OutputKind::Reply);
     }
 }

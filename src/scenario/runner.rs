@@ -22,7 +22,7 @@ use crate::domain::turn::Turn;
 use crate::message::Output;
 use crate::model::ScriptedModel;
 use crate::pipeline::{
-    apply_turn, CheckpointCache, PipelineError, Position, ProcessedTurn, TurnResult,
+    apply_turn, CheckpointCache, PipelineError, Ports, Position, ProcessedTurn, TurnResult,
 };
 use crate::ports::CheckpointStore;
 use crate::scenario::format::{load_scenario, Scenario, ScenarioTurn};
@@ -250,15 +250,12 @@ async fn run_scenario(
         };
         // As the worker delivers a record: through the pipeline, with this worker's cache.
         let apply = |at| {
-            apply_turn(
-                &engine,
+            let ports = Ports {
                 store,
-                &model,
-                &tools,
-                &turn,
-                at,
-                Some(&worker.cache),
-            )
+                model: &model,
+                tools: &tools,
+            };
+            apply_turn(&engine, ports, &turn, at, Some(&worker.cache))
         };
         let at = deliver(next_offset);
         next_offset += 1;

@@ -24,17 +24,17 @@ pub const PHASE_OUTBOX_PRUNE: u8 = 2;
 /// owner beat a new one, the exact failure the scheme exists to prevent.
 pub fn write_timestamp(epoch: i64, offset: i64, phase: u8) -> Result<i64, StoreError> {
     if !(0..EPOCH_LIMIT).contains(&epoch) {
-        return Err(StoreError::Rejected(format!(
+        return Err(StoreError::rejected(format!(
             "lease epoch {epoch} outside 0..2^23: fencing timestamps would overflow"
         )));
     }
     if !(0..OFFSET_LIMIT).contains(&offset) {
-        return Err(StoreError::Rejected(format!(
+        return Err(StoreError::rejected(format!(
             "offset {offset} outside 0..2^38: fencing timestamps would overflow"
         )));
     }
     if phase > PHASE_OUTBOX_PRUNE {
-        return Err(StoreError::Rejected(format!(
+        return Err(StoreError::rejected(format!(
             "write phase {phase} is not 0 (write-ahead), 1 (turn end) or 2 (outbox prune)"
         )));
     }

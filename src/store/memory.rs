@@ -35,7 +35,7 @@ pub struct InMemoryCheckpointStore {
 type DecisionRows = HashMap<Identity, BTreeMap<String, (i64, Option<Vec<u8>>)>>;
 
 fn poisoned<T>(_: T) -> StoreError {
-    StoreError::Unavailable("in-memory store poisoned by a panicked writer".into())
+    StoreError::unavailable("in-memory store poisoned by a panicked writer")
 }
 
 impl InMemoryCheckpointStore {
@@ -232,12 +232,12 @@ mod tests {
             "outbox untouched"
         );
         assert_eq!(
-            store.acquire_epoch("turns", 0, "w").await,
-            Ok(1),
+            store.acquire_epoch("turns", 0, "w").await.unwrap(),
+            1,
             "leases count per partition"
         );
-        assert_eq!(store.acquire_epoch("turns", 0, "w").await, Ok(2));
-        assert_eq!(store.acquire_epoch("turns", 1, "w").await, Ok(1));
+        assert_eq!(store.acquire_epoch("turns", 0, "w").await.unwrap(), 2);
+        assert_eq!(store.acquire_epoch("turns", 1, "w").await.unwrap(), 1);
     }
 
     /// Issue 26: a decision record is fenced like the checkpoint (a zombie's loses), and a write

@@ -1,9 +1,12 @@
 //! `RetryingStore`: the one retry layer for checkpoint store calls (`docs/store.md`, "Retries").
 //!
-//! Policy: every error but `Fenced` is retried with capped, jittered exponential backoff and no
-//! attempt limit. A turn waits out a store outage instead of being dead-lettered (its record
-//! stays uncommitted, so nothing is lost), and readiness is false from the first failed call
-//! until the next call that succeeds. `Fenced` is final: a newer owner holds the conversation.
+//! Policy, by [`StoreError::retry_class`]: a turn's calls wait out `Retryable` and `Fatal`
+//! failures with capped, jittered exponential backoff and no attempt limit. A turn waits out a
+//! store outage or an operator's fix instead of being dead-lettered (its record stays
+//! uncommitted, so nothing is lost), and readiness is false from the first failed call until the
+//! next call that succeeds. `Poison` (a fence: a newer owner holds the conversation) is final.
+//! Calls that must not hold a turn (decision records) and the adapter's own connection and lease
+//! retries repeat `Retryable` failures only ([`retried_briefly`]).
 //! Each failed attempt is counted by the adapter (`turnstile_checkpoint_errors_total{op}`) and
 //! logged here with the pause before the next one.
 
@@ -14,11 +17,22 @@ use std::time::Duration;
 use backon::{ExponentialBuilder, Retryable};
 
 use crate::domain::turn::Identity;
-use crate::ports::{CheckpointRecord, CheckpointStore, DecisionRow, Fence, StoreError};
+use crate::ports::{CheckpointRecord, CheckpointStore, DecisionRow, Fence, RetryClass, StoreError};
 
 /// Attempts at a decision record write: a record is worth a blip's retry, never a turn held
 /// through an outage (`pipeline::record`: a lost record is counted, the turn goes on).
 pub const DECISION_RECORD_ATTEMPTS: usize = 3;
+
+/// Whether a turn's call waits `class` out: everything but a poisoned call, which can never
+/// succeed (a refusal can, once an operator fixes its cause).
+pub fn turn_waits_out(class: RetryClass) -> bool {
+    class != RetryClass::Poison
+}
+
+/// Whether a bounded retry (a few attempts, then the error) repeats `e`: transient failures only.
+pub fn retried_briefly(e: &StoreError) -> bool {
+    e.retry_class() == RetryClass::Retryable
+}
 
 /// Told `false` when the store stops answering and `true` when it answers again.
 pub type AvailabilityHook = Arc<dyn Fn(bool) + Send + Sync>;
@@ -88,16 +102,16 @@ impl<S> RetryingStore<S> {
             .without_max_times();
         let result = f
             .retry(policy)
-            .when(|e| !matches!(e, StoreError::Fenced))
+            .when(|e| turn_waits_out(e.retry_class()))
             .notify(|e, pause| {
                 if !self.degraded.swap(true, Ordering::Relaxed) {
                     if let Some(hook) = &self.on_availability {
                         hook(false);
                     }
                 }
-                match e {
+                match e.retry_class() {
                     // An operator must act (schema, keyspace, permissions): say so loudly.
-                    StoreError::Rejected(_) => tracing::error!(op, error = %e, pause_ms = pause.as_millis() as u64, "Checkpoint store refused the request; retrying until it is fixed."),
+                    RetryClass::Fatal => tracing::error!(op, error = %e, pause_ms = pause.as_millis() as u64, "Checkpoint store refused the request; retrying until it is fixed."),
                     _ => tracing::warn!(op, error = %e, pause_ms = pause.as_millis() as u64, "Checkpoint store unavailable; retrying."),
                 }
             })
@@ -158,7 +172,7 @@ impl<S: CheckpointStore + Sync> CheckpointStore for RetryingStore<S> {
             .with_max_times(DECISION_RECORD_ATTEMPTS - 1);
         (|| Box::pin(self.inner.record_decision(identity, row, fence)))
             .retry(policy)
-            .when(StoreError::is_retryable)
+            .when(retried_briefly)
             .await
     }
 
@@ -184,7 +198,7 @@ mod tests {
     struct Flaky {
         inner: InMemoryCheckpointStore,
         failures: AtomicUsize,
-        error: StoreError,
+        error: fn() -> StoreError,
         calls: AtomicUsize,
     }
 
@@ -194,7 +208,7 @@ mod tests {
             let left = self.failures.load(Ordering::SeqCst);
             if left > 0 {
                 self.failures.store(left - 1, Ordering::SeqCst);
-                return Err(self.error.clone());
+                return Err((self.error)());
             }
             Ok(())
         }
@@ -223,12 +237,24 @@ mod tests {
             self.fail()?;
             self.inner.save_turn(id, r, f).await
         }
+        async fn record_decision(
+            &self,
+            id: &Identity,
+            row: &DecisionRow,
+            f: Fence,
+        ) -> Result<(), StoreError> {
+            self.fail()?;
+            self.inner.record_decision(id, row, f).await
+        }
         async fn acquire_epoch(&self, t: &str, p: i32, o: &str) -> Result<i64, StoreError> {
             self.inner.acquire_epoch(t, p, o).await
         }
     }
 
-    fn flaky(failures: usize, error: StoreError) -> (RetryingStore<Flaky>, Arc<Mutex<Vec<bool>>>) {
+    fn flaky(
+        failures: usize,
+        error: fn() -> StoreError,
+    ) -> (RetryingStore<Flaky>, Arc<Mutex<Vec<bool>>>) {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let log = seen.clone();
         let store = RetryingStore::new(Flaky {
@@ -249,7 +275,7 @@ mod tests {
     /// goes false once and true once.
     #[tokio::test]
     async fn an_outage_is_waited_out_with_no_attempt_limit() {
-        let (store, seen) = flaky(40, StoreError::Unavailable("node down".into()));
+        let (store, seen) = flaky(40, || StoreError::unavailable("node down"));
         let id = Identity::new("t", "a", "s");
         let record = CheckpointRecord {
             state: b"s".to_vec(),
@@ -273,20 +299,63 @@ mod tests {
     /// A refusal (schema missing, say) is retried too: the turn waits for the operator's fix.
     #[tokio::test]
     async fn a_refusal_is_retried_until_fixed() {
-        let (store, seen) = flaky(3, StoreError::Rejected("unconfigured table".into()));
-        assert_eq!(store.load(&Identity::new("t", "a", "s")).await, Ok(None));
+        let (store, seen) = flaky(3, || StoreError::rejected("unconfigured table"));
+        assert!(matches!(
+            store.load(&Identity::new("t", "a", "s")).await,
+            Ok(None)
+        ));
         assert_eq!(*seen.lock().unwrap(), vec![false, true]);
     }
 
     /// IO-4: fencing is final, never retried.
     #[tokio::test]
     async fn fencing_is_not_retried() {
-        let (store, seen) = flaky(1, StoreError::Fenced);
-        assert_eq!(
+        let (store, seen) = flaky(1, || StoreError::Fenced);
+        assert!(matches!(
             store.load(&Identity::new("t", "a", "s")).await,
             Err(StoreError::Fenced)
-        );
+        ));
         assert_eq!(store.inner().calls.load(Ordering::SeqCst), 1);
         assert!(seen.lock().unwrap().is_empty());
+    }
+
+    /// One answer per error: what each retry layer does with an error follows from its class
+    /// alone (a turn's call waits out all but `Poison`; a decision record retries `Retryable`
+    /// only), so the layers cannot drift apart again.
+    #[tokio::test]
+    async fn every_layer_retries_by_the_retry_class() {
+        let table: [(fn() -> StoreError, RetryClass); 3] = [
+            (
+                || StoreError::unavailable("node down"),
+                RetryClass::Retryable,
+            ),
+            (|| StoreError::Fenced, RetryClass::Poison),
+            (|| StoreError::rejected("no such table"), RetryClass::Fatal),
+        ];
+        let id = Identity::new("t", "a", "s");
+        let fence = Fence {
+            epoch: 1,
+            offset: 0,
+        };
+        for (error, class) in table {
+            assert_eq!(error().retry_class(), class);
+            let (store, _) = flaky(1, error);
+            let ok = store.load(&id).await.is_ok();
+            assert_eq!(ok, turn_waits_out(class), "turn path, {class:?}");
+            assert_eq!(
+                store.inner().calls.load(Ordering::SeqCst),
+                1 + usize::from(ok)
+            );
+
+            let (store, _) = flaky(1, error);
+            let row = DecisionRow::default();
+            let ok = store.record_decision(&id, &row, fence).await.is_ok();
+            assert_eq!(
+                ok,
+                class == RetryClass::Retryable,
+                "decision record, {class:?}"
+            );
+            assert_eq!(ok, retried_briefly(&error()));
+        }
     }
 }

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use backon::{ExponentialBuilder, Retryable};
 use metrics::{counter, histogram};
-use reqwest::header::{HeaderValue, CONTENT_TYPE};
+use reqwest::header::CONTENT_TYPE;
 use reqwest::{StatusCode, Url};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -29,6 +29,7 @@ use crate::domain::catalog::Catalog;
 use crate::domain::decision::{PreValidationResult, ToolResult};
 use crate::domain::effect::ToolRequest;
 use crate::domain::transaction::{AttemptOutcome, EvidenceRecord, EVIDENCE_SUMMARY_MAX_CHARS};
+use crate::http_client::{self, describe, header_value};
 use crate::ports::{CallContext, ToolGateway};
 use crate::telemetry::{TOOL_CALLS_TOTAL, TOOL_CALL_DURATION_SECONDS, TOOL_RETRIES_TOTAL};
 
@@ -189,15 +190,9 @@ impl HttpToolGateway {
             return Err(ToolConfigError::Endpoints(problems));
         }
         let timeout = Duration::from_millis(settings.timeout_ms.max(1));
-        let client = reqwest::Client::builder()
+        let client = http_client::builder(Duration::from_secs(30))
             .user_agent(concat!("turnstile/", env!("CARGO_PKG_VERSION")))
             .connect_timeout(timeout)
-            // A redirected POST would turn into a GET; a tool endpoint that moves is misconfigured.
-            .redirect(reqwest::redirect::Policy::none())
-            // Every attempt is ours, counted and logged with its idempotency key: no hidden
-            // replays below (reqwest's retry layer also cloned every request for one).
-            .retry(reqwest::retry::never().max_retries_per_request(0))
-            .pool_idle_timeout(Duration::from_secs(30))
             .build()
             .map_err(|e| ToolConfigError::Client(e.to_string()))?;
         Ok(HttpToolGateway {
@@ -317,7 +312,8 @@ impl HttpToolGateway {
                 .send()
                 .await?;
             let status = response.status();
-            Ok::<_, reqwest::Error>((status, read_bounded(response).await?))
+            let body = http_client::read_bounded(response, MAX_RESPONSE_BYTES).await?;
+            Ok::<_, reqwest::Error>((status, body.text()))
         };
         let result = tokio::time::timeout(timeout, exchange).await;
         let ended_at_ms = now_ms();
@@ -336,7 +332,7 @@ impl HttpToolGateway {
                 } else {
                     AttemptOutcome::RetryableFailure
                 };
-                (outcome, None, String::new(), transport_cause(&e))
+                (outcome, None, String::new(), bounded(&describe(&e)))
             }
             Ok(Ok((status, body))) => {
                 let outcome = if status.is_success() {
@@ -527,42 +523,6 @@ fn error_detail(status: StatusCode, body: &str) -> String {
     }
 }
 
-/// The response body, cut at [`MAX_RESPONSE_BYTES`] (a runaway endpoint cannot exhaust memory).
-async fn read_bounded(mut response: reqwest::Response) -> Result<String, reqwest::Error> {
-    let mut bytes = Vec::new();
-    while let Some(chunk) = response.chunk().await? {
-        let room = MAX_RESPONSE_BYTES - bytes.len();
-        bytes.extend_from_slice(&chunk[..chunk.len().min(room)]);
-        if chunk.len() >= room {
-            break;
-        }
-    }
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
-}
-
-/// A transport failure without the URL (it may carry credentials) and with its causes.
-fn transport_cause(e: &reqwest::Error) -> String {
-    let kind = if e.is_connect() {
-        "connection failed"
-    } else if e.is_timeout() {
-        "timed out"
-    } else if e.is_body() || e.is_decode() {
-        "response interrupted"
-    } else if e.is_builder() {
-        "invalid request"
-    } else {
-        "request failed"
-    };
-    let mut text = kind.to_owned();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    bounded(&text)
-}
-
 /// Metrics and a log line per attempt. Argument values are never logged.
 fn observe(kind: Kind, request: &ToolRequest, ctx: CallContext<'_>, attempt: &Attempt) {
     let latency_ms = u64::try_from(attempt.latency.as_millis()).unwrap_or(u64::MAX);
@@ -602,29 +562,6 @@ fn observe(kind: Kind, request: &ToolRequest, ctx: CallContext<'_>, attempt: &At
             "Tool call attempt failed."
         );
     }
-}
-
-/// A header value; anything but visible ASCII is percent-encoded (turn ids come from outside and
-/// must neither make the request unbuildable nor reach the tool as raw bytes).
-fn header_value(text: &str) -> HeaderValue {
-    let plain = |c: char| c == ' ' || c.is_ascii_graphic();
-    if text.chars().all(plain) {
-        if let Ok(v) = HeaderValue::from_str(text) {
-            return v;
-        }
-    }
-    let mut encoded = String::with_capacity(text.len());
-    for c in text.chars() {
-        if plain(c) {
-            encoded.push(c);
-        } else {
-            let mut buf = [0u8; 4];
-            for b in c.encode_utf8(&mut buf).bytes() {
-                encoded.push_str(&format!("%{b:02X}"));
-            }
-        }
-    }
-    HeaderValue::from_str(&encoded).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
 }
 
 /// At most [`EVIDENCE_SUMMARY_MAX_CHARS`] characters, an ellipsis marking a cut.
@@ -694,13 +631,6 @@ mod tests {
         assert_eq!(url.as_str(), "http://h:1/api/tools/a");
         let abs = resolve("https://x.example/t", "http://h:1").unwrap();
         assert_eq!(abs.as_str(), "https://x.example/t");
-    }
-
-    #[test]
-    fn bad_header_characters_are_encoded_not_fatal() {
-        assert_eq!(header_value("turn-1").to_str().unwrap(), "turn-1");
-        assert_eq!(header_value("a\nb").to_str().unwrap(), "a%0Ab");
-        assert_eq!(header_value("ü").to_str().unwrap(), "%C3%BC");
     }
 
     #[test]

@@ -16,9 +16,8 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::mpsc;
 
-use crate::message::{
-    Output, OutputTopic, Topics, HEADER_CONTENT_TYPE, HEADER_OUTPUT_ID, HEADER_TURN_ID,
-};
+use crate::message::{Output, Topics, HEADER_CONTENT_TYPE, HEADER_OUTPUT_ID, HEADER_TURN_ID};
+use crate::ports::RetryClass;
 use crate::telemetry;
 use crate::worker::consumer::WorkerConsumer;
 use crate::worker::partitions::{Input, Transaction};
@@ -41,7 +40,9 @@ pub fn abort_transaction(producer: &BaseProducer, budget: Duration) -> Result<()
     loop {
         match producer.abort_transaction(SLICE) {
             Ok(()) => return Ok(()),
-            Err(KafkaError::Transaction(te)) if te.is_retriable() && Instant::now() < deadline => {
+            Err(e)
+                if kafka_retry_class(&e) == RetryClass::Retryable && Instant::now() < deadline =>
+            {
                 producer.poll(Duration::from_millis(10));
             }
             Err(e) => return Err(e),
@@ -49,11 +50,30 @@ pub fn abort_transaction(producer: &BaseProducer, budget: Duration) -> Result<()
     }
 }
 
+/// A transactional producer's error by librdkafka's own flags: fatal (the producer is fenced or
+/// misconfigured: only a new one can go on), retriable (the same call again), or else abortable
+/// (this transaction can never commit: abort it, its turns go in a later one).
+pub fn kafka_retry_class(e: &KafkaError) -> RetryClass {
+    match e {
+        KafkaError::Transaction(te) if te.is_fatal() => RetryClass::Fatal,
+        KafkaError::Transaction(te) if te.is_retriable() => RetryClass::Retryable,
+        _ => RetryClass::Poison,
+    }
+}
+
 /// Why the committer stopped for good: the process must restart (crash-only).
 #[derive(Debug, thiserror::Error)]
 pub enum CommitError {
     #[error("Kafka producer failed fatally (fenced or misconfigured): {0}")]
-    Fatal(String),
+    Fatal(#[source] KafkaError),
+}
+
+impl CommitError {
+    pub fn retry_class(&self) -> RetryClass {
+        match self {
+            CommitError::Fatal(_) => RetryClass::Fatal,
+        }
+    }
 }
 
 pub struct Committer {
@@ -145,10 +165,8 @@ impl Committer {
 
     /// After a failed transaction: stop for good when it is fatal, else abort it (in slices).
     fn abort_failed(&self, e: KafkaError) -> Result<(), CommitError> {
-        if let KafkaError::Transaction(ref te) = e {
-            if te.is_fatal() {
-                return Err(CommitError::Fatal(e.to_string()));
-            }
+        if kafka_retry_class(&e) == RetryClass::Fatal {
+            return Err(CommitError::Fatal(e));
         }
         tracing::warn!(error = %e, "Kafka transaction failed; aborting and retrying.");
         let aborting = Instant::now();
@@ -157,8 +175,8 @@ impl Committer {
         match aborted {
             Ok(()) => tracing::info!(abort_ms, "Kafka transaction aborted."),
             Err(abort) => {
-                if matches!(&abort, KafkaError::Transaction(te) if te.is_fatal()) {
-                    return Err(CommitError::Fatal(abort.to_string()));
+                if kafka_retry_class(&abort) == RetryClass::Fatal {
+                    return Err(CommitError::Fatal(abort));
                 }
                 // The next commit's begin fails while the abort is pending and lands here
                 // again, which resumes the abort.
@@ -189,11 +207,7 @@ impl Committer {
     }
 
     fn send(&self, out: &Output, turn_id: &str) -> Result<(), KafkaError> {
-        let topic = match out.topic {
-            OutputTopic::Replies => &self.topics.replies,
-            OutputTopic::Events => &self.topics.events,
-            OutputTopic::DeadLetters => &self.topics.dead_letters,
-        };
+        let topic = self.topics.name(out.topic());
         let mut headers = OwnedHeaders::new().insert(Header {
             key: HEADER_OUTPUT_ID,
             value: Some(out.output_id.as_bytes()),

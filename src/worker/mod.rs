@@ -51,7 +51,7 @@ use tokio::sync::mpsc;
 use crate::domain::catalog::{Catalog, Settings};
 use crate::message::DecodeLimits;
 use crate::pipeline::CheckpointCache;
-use crate::ports::{CheckpointStore, DecisionModel, ToolGateway};
+use crate::ports::{CheckpointStore, DecisionModel, RetryClass, ToolGateway};
 use crate::store::RetryingStore;
 use crate::telemetry;
 
@@ -102,10 +102,48 @@ impl Health {
 /// Why the worker stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
+    #[error("Kafka client setup failed: {what}: {source}")]
+    Kafka {
+        what: &'static str,
+        #[source]
+        source: rdkafka::error::KafkaError,
+    },
     #[error("Kafka client setup failed: {0}")]
-    Kafka(String),
+    Topics(#[from] topics::CreateTopicsError),
+    #[error("Kafka client setup failed: init_transactions did not return: {0}")]
+    Init(#[source] tokio::task::JoinError),
+    #[error("cannot start the {name} thread: {source}")]
+    Thread {
+        name: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
     #[error(transparent)]
     Commit(#[from] committer::CommitError),
+}
+
+impl WorkerError {
+    /// The process restarts either way; `Retryable` says a restart alone may be enough (the
+    /// broker was unreachable), `Fatal` that something must change first.
+    pub fn retry_class(&self) -> RetryClass {
+        match self {
+            WorkerError::Kafka { source, .. } => match committer::kafka_retry_class(source) {
+                RetryClass::Retryable => RetryClass::Retryable,
+                RetryClass::Poison | RetryClass::Fatal => RetryClass::Fatal,
+            },
+            WorkerError::Topics(e) => e.retry_class(),
+            WorkerError::Init(_) | WorkerError::Thread { .. } => RetryClass::Fatal,
+            WorkerError::Commit(e) => e.retry_class(),
+        }
+    }
+}
+
+fn kafka(what: &'static str) -> impl FnOnce(rdkafka::error::KafkaError) -> WorkerError {
+    move |source| WorkerError::Kafka { what, source }
+}
+
+fn thread(name: &'static str) -> impl FnOnce(std::io::Error) -> WorkerError {
+    move |source| WorkerError::Thread { name, source }
 }
 
 /// Runs the worker until `shutdown` resolves; drains within the budget, commits, returns.
@@ -133,7 +171,7 @@ where
     let committer_thread = std::thread::Builder::new()
         .name("turnstile-committer".into())
         .spawn(move || committer.run(commit_rx, reports_tx))
-        .map_err(|e| WorkerError::Kafka(e.to_string()))?;
+        .map_err(thread("committer"))?;
 
     let (cmd_tx, cmd_rx) = std_mpsc::channel::<ConsumerCommand>();
     let stop = Arc::new(AtomicBool::new(false));
@@ -249,29 +287,28 @@ async fn kafka_clients(
             &config.topics,
             partitions,
         )
-        .await
-        .map_err(WorkerError::Kafka)?;
+        .await?;
     }
     let context = consumer::context(&config.topics.inbound, events_tx, config.drain_budget);
     let consumer: Arc<consumer::WorkerConsumer> = Arc::new(
         consumer_config(config)
             .create_with_context(context)
-            .map_err(|e| WorkerError::Kafka(e.to_string()))?,
+            .map_err(kafka("consumer"))?,
     );
     consumer
         .subscribe(&[&config.topics.inbound])
-        .map_err(|e| WorkerError::Kafka(e.to_string()))?;
+        .map_err(kafka("subscribe"))?;
     let producer: BaseProducer = producer_config(config)
         .create()
-        .map_err(|e| WorkerError::Kafka(e.to_string()))?;
+        .map_err(kafka("producer"))?;
     let producer = tokio::task::spawn_blocking(move || {
         producer
             .init_transactions(Duration::from_secs(60))
             .map(|()| producer)
     })
     .await
-    .map_err(|e| WorkerError::Kafka(e.to_string()))?
-    .map_err(|e| WorkerError::Kafka(format!("init_transactions: {e}")))?;
+    .map_err(WorkerError::Init)?
+    .map_err(kafka("init_transactions"))?;
     Ok((consumer, producer))
 }
 
@@ -298,7 +335,7 @@ fn spawn_polling(
             .spawn(move || {
                 consumer::poll_loop(consumer, topic, events_tx, cmd_rx, stop, bytes, max)
             })
-            .map_err(|e| WorkerError::Kafka(e.to_string()))?
+            .map_err(thread("consumer"))?
     };
 
     // The broker-side lag's watermarks, on a thread of its own (a broker round trip each).
@@ -312,7 +349,7 @@ fn spawn_polling(
         std::thread::Builder::new()
             .name("turnstile-watermarks".into())
             .spawn(move || consumer::watermark_loop(consumer, topic, stop, interval))
-            .map_err(|e| WorkerError::Kafka(e.to_string()))?
+            .map_err(thread("watermarks"))?
     };
     Ok((consumer_thread, watermark_thread))
 }

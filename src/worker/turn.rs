@@ -9,7 +9,7 @@ use super::partitions::{Finished, Start};
 use crate::domain::catalog::{Catalog, Settings};
 use crate::domain::engine::Engine;
 use crate::message::{DecodeLimits, InboundRecord, Topics};
-use crate::pipeline::{handle_record, CheckpointCache, Disposition, Rules};
+use crate::pipeline::{handle_record, CheckpointCache, Disposition, Ports, Rules};
 use crate::ports::{CheckpointStore, DecisionModel, ToolGateway};
 use crate::store::RetryingStore;
 
@@ -75,16 +75,12 @@ where
         limits: &shared.limits,
         cache: Some(&shared.cache),
     };
-    let handled = handle_record(
-        rules,
-        &shared.store,
-        &shared.model,
-        &shared.tools,
-        &inbound,
-        epoch,
-        committed_mark,
-    )
-    .await;
+    let ports = Ports {
+        store: &shared.store,
+        model: &shared.model,
+        tools: &shared.tools,
+    };
+    let handled = handle_record(rules, ports, &inbound, epoch, committed_mark).await;
     let mut finished = Finished {
         partition: record.partition,
         generation,
@@ -187,6 +183,18 @@ mod tests {
             classify: ClassifierRequest,
             tool: ToolRequest,
         }
+        impl Parts {
+            fn ports(
+                &self,
+            ) -> Ports<'_, RetryingStore<ScyllaCheckpointStore>, ConfiguredModel, HttpToolGateway>
+            {
+                Ports {
+                    store: &self.store,
+                    model: &self.model,
+                    tools: &self.tools,
+                }
+            }
+        }
         fn size<F, Fut>(_: F) -> usize
         where
             F: FnOnce(&'static Parts) -> Fut,
@@ -203,9 +211,7 @@ mod tests {
         let apply = size(|p| {
             crate::pipeline::apply_turn(
                 &p.engine,
-                &p.store,
-                &p.model,
-                &p.tools,
+                p.ports(),
                 &p.turn,
                 crate::pipeline::Position {
                     topic: "",
@@ -220,9 +226,7 @@ mod tests {
         let decide = size(|p| {
             crate::pipeline::decide_turn(
                 &p.engine,
-                &p.store,
-                &p.model,
-                &p.tools,
+                p.ports(),
                 &p.turn,
                 crate::pipeline::TurnStart::new(AgentState::default(), None, ""),
                 Fence {

@@ -117,7 +117,7 @@ impl CheckpointStore for CrashingStore<'_> {
         self.inner.save_write_ahead(identity, record, fence).await?;
         if let Some(Crash::AtWriteAhead) = self.crash {
             self.crashed.store(true, Ordering::SeqCst);
-            return Err(StoreError::Unavailable(CRASH.into()));
+            return Err(StoreError::unavailable(CRASH));
         }
         Ok(())
     }
@@ -130,7 +130,7 @@ impl CheckpointStore for CrashingStore<'_> {
     ) -> Result<(), StoreError> {
         if let Some(Crash::BeforeFinalSave) = self.crash {
             self.crashed.store(true, Ordering::SeqCst);
-            return Err(StoreError::Unavailable(CRASH.into()));
+            return Err(StoreError::unavailable(CRASH));
         }
         self.inner.save_turn(identity, record, fence).await
     }
@@ -298,7 +298,7 @@ pub fn play(c: &Conversation, catalog: &Catalog, rt: &tokio::runtime::Runtime) -
                 .executions
                 .extend(tools.executions.into_inner().unwrap());
             match result {
-                Err(PipelineError::Store(StoreError::Unavailable(_)))
+                Err(PipelineError::Store(StoreError::Unavailable { .. }))
                     if wrapped.crashed.load(Ordering::SeqCst) =>
                 {
                     // The worker died; Kafka redelivers the uncommitted turn to a new one.

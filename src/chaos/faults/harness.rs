@@ -83,7 +83,8 @@ impl Harness {
             events: format!("turnstile-chaos.{id}.events"),
             dead_letters: format!("turnstile-chaos.{id}.dead-letters"),
         };
-        rt.block_on(bus::create_topics(&brokers, &topics, INBOUND_PARTITIONS))?;
+        rt.block_on(bus::create_topics(&brokers, &topics, INBOUND_PARTITIONS))
+            .map_err(|e| e.to_string())?;
         let (model, tools) = crate::testkit::start_servers(&rt)?;
         // Longer than every profile's timeout, so a scripted timeout is a timeout.
         model.set_timeout_delay(Duration::from_secs(10));

@@ -688,7 +688,7 @@ mod tests {
         };
         crate::message::encode_outputs(turn, &outcome, 0)
             .into_iter()
-            .map(|o| (o.topic, o.payload, o.output_id))
+            .map(|o| (o.topic(), o.payload, o.output_id))
             .collect()
     }
 

@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 
 use crate::config::profiles::ModelProfile;
 use crate::domain::decision::ModelFailure;
+use crate::http_client::{self, describe};
 use crate::model::http::ModelConfigError;
 
 /// Path appended to a profile's base URL.
@@ -127,10 +128,7 @@ impl EmbeddingsClient {
                 HeaderValue::from_str(v).map_err(|_| bad())?,
             );
         }
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .retry(reqwest::retry::never().max_retries_per_request(0))
-            .pool_idle_timeout(Duration::from_secs(60))
+        let http = http_client::builder(Duration::from_secs(60))
             .build()
             .map_err(|e| ModelConfigError::Client(e.to_string()))?;
         Ok(EmbeddingsClient {
@@ -189,7 +187,7 @@ impl EmbeddingsClient {
                 .body(body.to_string())
                 .send()
                 .await
-                .map_err(|e| EmbeddingsError::Unreachable(e.to_string()))?;
+                .map_err(|e| EmbeddingsError::Unreachable(describe(&e)))?;
             let status = response.status();
             let bytes = read_limited(response).await?;
             if !status.is_success() {
@@ -207,21 +205,16 @@ impl EmbeddingsClient {
     }
 }
 
-async fn read_limited(mut response: reqwest::Response) -> Result<Vec<u8>, EmbeddingsError> {
-    let mut out = Vec::new();
-    while let Some(chunk) = response
-        .chunk()
+async fn read_limited(response: reqwest::Response) -> Result<Vec<u8>, EmbeddingsError> {
+    let body = http_client::read_bounded(response, MAX_RESPONSE_BYTES)
         .await
-        .map_err(|e| EmbeddingsError::Unreachable(e.to_string()))?
-    {
-        if out.len() + chunk.len() > MAX_RESPONSE_BYTES {
-            return Err(EmbeddingsError::Invalid(format!(
-                "the response is larger than {MAX_RESPONSE_BYTES} bytes"
-            )));
-        }
-        out.extend_from_slice(&chunk);
+        .map_err(|e| EmbeddingsError::Unreachable(describe(&e)))?;
+    if body.cut {
+        return Err(EmbeddingsError::Invalid(format!(
+            "the response is larger than {MAX_RESPONSE_BYTES} bytes"
+        )));
     }
-    Ok(out)
+    Ok(body.bytes)
 }
 
 /// `{"data": [{"index": i, "embedding": [..]}, ...]}` → vectors in input order, normalised.

@@ -140,13 +140,8 @@ impl Endpoint {
 }
 
 pub(super) fn http_client(max_idle: usize) -> Result<reqwest::Client, ModelConfigError> {
-    reqwest::Client::builder()
-        // A model endpoint never redirects legitimately; following one would re-send the body.
-        .redirect(reqwest::redirect::Policy::none())
-        // One attempt per call (see the module doc): reqwest's own retry layer would also
-        // clone every request in case it might replay it.
-        .retry(reqwest::retry::never().max_retries_per_request(0))
-        .pool_idle_timeout(Duration::from_secs(60))
+    // One attempt per call (see the module doc).
+    crate::http_client::builder(Duration::from_secs(60))
         .pool_max_idle_per_host(max_idle)
         .build()
         .map_err(|e| ModelConfigError::Client(e.to_string()))

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use metrics::{counter, histogram};
-use reqwest::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use serde_json::Value;
 
 use super::endpoint::{Endpoint, Target};
@@ -13,6 +13,7 @@ use super::{
     TURN_ID_HEADER,
 };
 use crate::domain::decision::{ModelAnswer, ModelFailure, Skill};
+use crate::http_client::{self, describe};
 use crate::model::output::extract_json_object;
 use crate::model::prompt::{self, ChatMessage};
 use crate::ports::CallContext;
@@ -144,11 +145,8 @@ impl OpenAiCompatibleModel {
             .headers(endpoint.headers.clone())
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, "application/json")
-            .header(SKILL_HEADER, skill.as_str());
-        // A turn id that cannot be a header value only loses the correlation header.
-        if let Ok(v) = HeaderValue::from_str(ctx.turn_id) {
-            request = request.header(TURN_ID_HEADER, v);
-        }
+            .header(SKILL_HEADER, skill.as_str())
+            .header(TURN_ID_HEADER, http_client::header_value(ctx.turn_id));
         if ctx.speculative {
             // A gateway can tell a call whose answer may be discarded from a needed one.
             request = request.header(SPECULATIVE_HEADER, "true");
@@ -162,7 +160,7 @@ impl OpenAiCompatibleModel {
             } else {
                 "request failed to"
             };
-            Failed::error(format!("{what} {url}: {}", root_cause(&e)))
+            Failed::error(format!("{what} {url}: {}", http_client::causes(&e)))
         })?;
         read_completion(response, url, endpoint).await
     }
@@ -171,7 +169,7 @@ impl OpenAiCompatibleModel {
 /// The response's status and message content, or why it holds none: a non-2xx status, a body
 /// that is not JSON (or over [`MAX_RESPONSE_BYTES`], or cut short), no message content.
 async fn read_completion(
-    mut response: reqwest::Response,
+    response: reqwest::Response,
     url: &str,
     endpoint: &Endpoint,
 ) -> Result<(u16, String), Failed> {
@@ -202,29 +200,23 @@ async fn read_completion(
             ));
         }
     }
-    let mut bytes = Vec::new();
-    loop {
-        match response.chunk().await {
-            Ok(Some(chunk)) => {
-                if bytes.len() + chunk.len() > MAX_RESPONSE_BYTES {
-                    return Err(Failed::error(format!(
-                        "the response from {url} exceeds {MAX_RESPONSE_BYTES} bytes"
-                    )));
-                }
-                bytes.extend_from_slice(&chunk);
-            }
-            Ok(None) => break,
-            Err(e) => {
-                return Err(Failed {
-                    failure: ModelFailure::Error,
-                    cause: format!("the response from {url} was cut short: {}", root_cause(&e)),
-                    status: Some(code),
-                    content: None,
-                })
-            }
+    let body = match http_client::read_bounded(response, MAX_RESPONSE_BYTES).await {
+        Ok(body) if body.cut => {
+            return Err(Failed::error(format!(
+                "the response from {url} exceeds {MAX_RESPONSE_BYTES} bytes"
+            )))
         }
-    }
-    let completion: Value = serde_json::from_slice(&bytes)
+        Ok(body) => body.bytes,
+        Err(e) => {
+            return Err(Failed {
+                failure: ModelFailure::Error,
+                cause: format!("the response from {url} was cut short: {}", describe(&e)),
+                status: Some(code),
+                content: None,
+            })
+        }
+    };
+    let completion: Value = serde_json::from_slice(&body)
         .map_err(|_| Failed::invalid(format!("the response from {url} is not JSON"), code))?;
     message_content(&completion)
         .map(|c| (code, c))
@@ -249,15 +241,6 @@ fn message_content(completion: &Value) -> Option<String> {
         }
         _ => None,
     }
-}
-
-/// The innermost error message (e.g. "Connection refused (os error 111)").
-fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut current = e;
-    while let Some(next) = current.source() {
-        current = next;
-    }
-    current.to_string()
 }
 
 pub(super) fn unavailable<T>(skill: Skill, profile: &str, cause: String) -> RawAnswer<T> {

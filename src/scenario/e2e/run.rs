@@ -143,7 +143,7 @@ impl Run {
                 &topics,
                 INBOUND_PARTITIONS,
             ))
-            .map_err(setup)?;
+            .map_err(|e| setup(e.to_string()))?;
         let reader = Outputs::new(
             &self.brokers,
             &[&topics.replies, &topics.events, &topics.dead_letters],

@@ -81,29 +81,27 @@ impl CqlConfig {
             || ks.len() > 48
             || !ks.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
         {
-            return Err(StoreError::Rejected(format!(
+            return Err(StoreError::rejected(format!(
                 "keyspace {ks:?} must be 1-48 characters of [A-Za-z0-9_]"
             )));
         }
         let r = self.replication.trim();
         if !(r.starts_with('{') && r.ends_with('}')) || r.contains(';') || r.contains("--") {
-            return Err(StoreError::Rejected(format!(
+            return Err(StoreError::rejected(format!(
                 "replication {r:?} must be one CQL map literal, e.g. {DEFAULT_REPLICATION}"
             )));
         }
         if !(1..=MAX_RETENTION_DAYS).contains(&self.retention_days) {
-            return Err(StoreError::Rejected(format!(
+            return Err(StoreError::rejected(format!(
                 "retention_days {} must be 1..={MAX_RETENTION_DAYS} (and far above SESSION_TTL)",
                 self.retention_days
             )));
         }
         if self.contact_points.is_empty() {
-            return Err(StoreError::Rejected("no contact points".into()));
+            return Err(StoreError::rejected("no contact points"));
         }
         if self.request_timeout_ms == 0 {
-            return Err(StoreError::Rejected(
-                "request_timeout_ms must be > 0".into(),
-            ));
+            return Err(StoreError::rejected("request_timeout_ms must be > 0"));
         }
         Ok(())
     }
@@ -119,7 +117,7 @@ impl CqlConfig {
 
 pub(super) fn env_credential(name: &str) -> Result<String, StoreError> {
     std::env::var(name).map_err(|_| {
-        StoreError::Rejected(format!("credential environment variable {name} is not set"))
+        StoreError::rejected(format!("credential environment variable {name} is not set"))
     })
 }
 #[cfg(test)]

@@ -116,14 +116,13 @@ impl DecisionRecordStore for ScyllaCheckpointStore {
             .map_err(classify_execution)?;
         let rows = result
             .into_rows_result()
-            .map_err(|e| StoreError::Rejected(format!("decision record read: {e}")))?;
+            .map_err(refused("decision record read"))?;
         let typed = rows
             .rows::<(String, Option<Vec<u8>>)>()
-            .map_err(|e| StoreError::Rejected(format!("decision record read: {e}")))?;
+            .map_err(refused("decision record read"))?;
         let mut out = Vec::new();
         for row in typed {
-            let (turn_id, record) =
-                row.map_err(|e| StoreError::Rejected(format!("decision record read: {e}")))?;
+            let (turn_id, record) = row.map_err(refused("decision record read"))?;
             if let Some(record) = record {
                 out.push(DecisionRow {
                     turn_id,
@@ -146,13 +145,12 @@ impl DecisionRecordStore for ScyllaCheckpointStore {
                 .map_err(classify_execution)?;
             let rows = result
                 .into_rows_result()
-                .map_err(|e| StoreError::Rejected(format!("decision record scan: {e}")))?;
+                .map_err(refused("decision record scan"))?;
             for row in rows
                 .rows::<(String, String, String)>()
-                .map_err(|e| StoreError::Rejected(format!("decision record scan: {e}")))?
+                .map_err(refused("decision record scan"))?
             {
-                let (tenant, agent, session) =
-                    row.map_err(|e| StoreError::Rejected(format!("decision record scan: {e}")))?;
+                let (tenant, agent, session) = row.map_err(refused("decision record scan"))?;
                 ids.push(Identity::new(&tenant, &agent, &session));
             }
             match next.into_paging_control_flow() {

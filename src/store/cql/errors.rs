@@ -16,26 +16,25 @@ pub(super) fn classify_execution(e: ExecutionError) -> StoreError {
         ExecutionError::PrepareError(p) => prepare_is_transient(p),
         _ => false,
     };
-    wrap(transient, e.to_string())
+    wrap(transient, "", e)
 }
 
-pub(super) fn classify_prepare(e: &PrepareError) -> StoreError {
-    wrap(prepare_is_transient(e), e.to_string())
+pub(super) fn classify_prepare(e: PrepareError) -> StoreError {
+    wrap(prepare_is_transient(&e), "prepare", e)
 }
 
 pub(super) fn classify_schema_agreement(e: SchemaAgreementError) -> StoreError {
     // Disagreement or a timeout while nodes converge is the normal transient case for DDL.
-    StoreError::Unavailable(format!("schema agreement: {e}"))
+    StoreError::unavailable("schema agreement").caused_by(e)
 }
 
 pub(super) fn classify_new_session(e: NewSessionError, cfg: &CqlConfig) -> StoreError {
     let contacts = cfg.contact_points.join(",");
-    match e {
-        NewSessionError::EmptyKnownNodesList | NewSessionError::IllegalConfig(_) => {
-            StoreError::Rejected(format!("cannot connect to {contacts}: {e}"))
-        }
-        other => StoreError::Unavailable(format!("cannot connect to {contacts}: {other}")),
-    }
+    let refused = matches!(
+        e,
+        NewSessionError::EmptyKnownNodesList | NewSessionError::IllegalConfig(_)
+    );
+    wrap(!refused, format!("cannot connect to {contacts}"), e)
 }
 
 pub(super) fn prepare_is_transient(e: &PrepareError) -> bool {
@@ -67,10 +66,22 @@ pub(super) fn attempt_is_transient(e: &RequestAttemptError) -> bool {
     }
 }
 
-pub(super) fn wrap(transient: bool, message: String) -> StoreError {
-    if transient {
-        StoreError::Unavailable(message)
+fn wrap(
+    transient: bool,
+    what: impl Into<String>,
+    cause: impl std::error::Error + Send + Sync + 'static,
+) -> StoreError {
+    let error = if transient {
+        StoreError::unavailable(what)
     } else {
-        StoreError::Rejected(message)
-    }
+        StoreError::rejected(what)
+    };
+    error.caused_by(cause)
+}
+
+/// A refusal caused by the driver's `e`, for `map_err`: `.map_err(refused("checkpoint read"))`.
+pub(super) fn refused<E: std::error::Error + Send + Sync + 'static>(
+    what: &'static str,
+) -> impl FnOnce(E) -> StoreError {
+    move |e| StoreError::rejected(what).caused_by(e)
 }

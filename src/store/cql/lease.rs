@@ -2,6 +2,7 @@
 //! epoch fences every checkpoint write of the partition's turns.
 
 use super::*;
+use crate::store::retrying::retried_briefly;
 
 /// Compare-and-set rounds before `acquire_epoch` gives up: only reached under heavy contention.
 pub(super) const LEASE_ATTEMPTS: usize = 32;
@@ -52,7 +53,7 @@ impl ScyllaCheckpointStore {
                 Ok(None) => {}
                 // A timed-out CAS may or may not have applied; re-reading settles it, because
                 // the next round bids above whatever is committed.
-                Err(e) if e.is_retryable() => last_error = Some(e),
+                Err(e) if retried_briefly(&e) => last_error = Some(e),
                 Err(e) => return Err(e),
             }
             if let Some(pause) = pauses.next() {
@@ -60,7 +61,7 @@ impl ScyllaCheckpointStore {
             }
         }
         Err(last_error.unwrap_or_else(|| {
-            StoreError::Unavailable(format!(
+            StoreError::unavailable(format!(
                 "lease of {topic}/{partition} still contended after {LEASE_ATTEMPTS} rounds"
             ))
         }))
@@ -79,9 +80,9 @@ impl ScyllaCheckpointStore {
             .await
             .map_err(classify_execution)?
             .into_rows_result()
-            .map_err(|e| StoreError::Rejected(format!("lease read: {e}")))?
+            .map_err(refused("lease read"))?
             .maybe_first_row::<(Option<i64>,)>()
-            .map_err(|e| StoreError::Rejected(format!("lease read: {e}")))?
+            .map_err(refused("lease read"))?
             .and_then(|(epoch,)| epoch);
         let now = now_timestamp();
         let (next, result) = match current {
@@ -95,7 +96,7 @@ impl ScyllaCheckpointStore {
             Some(epoch) => {
                 let next = epoch + 1;
                 if next >= EPOCH_LIMIT {
-                    return Err(StoreError::Rejected(format!(
+                    return Err(StoreError::rejected(format!(
                         "lease epoch of {topic}/{partition} reached 2^23: fencing timestamps \
                          would overflow; see docs/store.md"
                     )));
@@ -119,11 +120,11 @@ impl ScyllaCheckpointStore {
 pub(super) fn lwt_applied(result: QueryResult) -> Result<bool, StoreError> {
     let rows = result
         .into_rows_result()
-        .map_err(|e| StoreError::Rejected(format!("lease write result: {e}")))?;
+        .map_err(refused("lease write result"))?;
     let row = rows
         .maybe_first_row::<Row>()
-        .map_err(|e| StoreError::Rejected(format!("lease write result: {e}")))?;
+        .map_err(refused("lease write result"))?;
     row.and_then(|r| r.columns.into_iter().next().flatten())
         .and_then(|v| v.as_boolean())
-        .ok_or_else(|| StoreError::Rejected("lease write returned no [applied] column".into()))
+        .ok_or_else(|| StoreError::rejected("lease write returned no [applied] column"))
 }

@@ -433,7 +433,7 @@ fn observe<T>(
 
 fn check_timestamp_epoch(ts: i64, epoch: i64) -> Result<(), StoreError> {
     if ts < 0 || ts >> 40 != epoch {
-        return Err(StoreError::Rejected(format!(
+        return Err(StoreError::rejected(format!(
             "write timestamp {ts} does not carry epoch {epoch}; build it with write_timestamp"
         )));
     }
@@ -451,10 +451,10 @@ fn now_timestamp() -> CqlTimestamp {
 fn decode_row(result: QueryResult) -> Result<Option<StoredRow>, StoreError> {
     let rows = result
         .into_rows_result()
-        .map_err(|e| StoreError::Rejected(format!("checkpoint read: {e}")))?;
+        .map_err(refused("checkpoint read"))?;
     let Some((state, in_flight, partition, offset, outbox, epoch)) = rows
         .maybe_first_row::<LoadedColumns>()
-        .map_err(|e| StoreError::Rejected(format!("checkpoint read: {e}")))?
+        .map_err(refused("checkpoint read"))?
     else {
         return Ok(None);
     };

@@ -59,7 +59,10 @@ impl ScyllaCheckpointStore {
                 })
                 .await
                 .map_err(|e| match e {
-                    StoreError::Rejected(m) => StoreError::Rejected(format!("{name}: {m}")),
+                    StoreError::Rejected { what, cause } => StoreError::Rejected {
+                        what: format!("{name}: {what}"),
+                        cause,
+                    },
                     other => other,
                 })?;
             }
@@ -78,8 +81,8 @@ pub(super) fn render(template: &str, cfg: &CqlConfig) -> Result<String, StoreErr
             &cfg.retention_seconds().to_string(),
         );
     if split_statements(&text).iter().any(|s| s.contains("{{")) {
-        return Err(StoreError::Rejected(
-            "schema template has an unknown placeholder".into(),
+        return Err(StoreError::rejected(
+            "schema template has an unknown placeholder",
         ));
     }
     Ok(text)

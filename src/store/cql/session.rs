@@ -53,13 +53,14 @@ pub(super) async fn prepare(
         session
             .prepare(text.as_str())
             .await
-            .map_err(|e| classify_prepare(&e))
+            .map_err(classify_prepare)
     })
     .await
     .map_err(|e| match e {
-        StoreError::Rejected(m) => StoreError::Rejected(format!(
-            "{m} (is the schema migrated? run `turnstile migrate`)"
-        )),
+        StoreError::Rejected { what, cause } => StoreError::Rejected {
+            what: format!("{what} (is the schema migrated? run `turnstile migrate`)"),
+            cause,
+        },
         other => other,
     })?;
     prepared.set_consistency(consistency);
@@ -82,7 +83,7 @@ where
             .with_total_delay(Some(Duration::from_secs(2)))
             .with_jitter(),
     )
-    .when(StoreError::is_retryable)
+    .when(crate::store::retrying::retried_briefly)
     .notify(|e, pause| tracing::warn!(op, error = %e, ?pause, "checkpoint store retry"))
     .await
 }

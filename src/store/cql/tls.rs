@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use openssl::ssl::{SslConnector, SslFiletype, SslMethod, SslVerifyMode};
 use scylla::client::session::TlsContext;
 
+use super::errors::refused;
 use super::StoreError;
 
 pub const TLS_CA_FILE_VAR: &str = "TURNSTILE_CQL_TLS_CA_FILE";
@@ -73,13 +74,13 @@ impl CqlTls {
     /// variable, checked before any connection is tried.
     pub fn context(&self) -> Result<TlsContext, StoreError> {
         let bad = |var: &str, path: &Path, e: &dyn std::fmt::Display| {
-            StoreError::Rejected(format!(
+            StoreError::rejected(format!(
                 "{var} {}: {e} (fix: point {var} at a readable PEM file)",
                 path.display()
             ))
         };
-        let mut builder = SslConnector::builder(SslMethod::tls_client())
-            .map_err(|e| StoreError::Rejected(format!("CQL TLS: {e}")))?;
+        let mut builder =
+            SslConnector::builder(SslMethod::tls_client()).map_err(refused("CQL TLS"))?;
         if !self.ca_file.is_file() {
             return Err(bad(TLS_CA_FILE_VAR, &self.ca_file, &"no such file"));
         }
@@ -94,7 +95,7 @@ impl CqlTls {
                 .set_private_key_file(key, SslFiletype::PEM)
                 .map_err(|e| bad(TLS_KEY_FILE_VAR, key, &e))?;
             builder.check_private_key().map_err(|e| {
-                StoreError::Rejected(format!(
+                StoreError::rejected(format!(
                     "{TLS_KEY_FILE_VAR} is not the key of {TLS_CERT_FILE_VAR}: {e} (fix: give the matching pair)"
                 ))
             })?;
