@@ -55,6 +55,7 @@ pub const CHECKPOINT_CACHE_BYTES: &str = "turnstile_checkpoint_cache_bytes";
 pub const DECISION_RECORD_BYTES: &str = "turnstile_decision_record_bytes";
 /// Decision records by outcome: `saved`, `oversized` (kept without answers), `failed`.
 pub const DECISION_RECORDS_TOTAL: &str = "turnstile_decision_records_total";
+pub const OUTBOX_OUTPUTS_UNKNOWN_TOTAL: &str = "turnstile_outbox_outputs_unknown_total";
 /// Buckets of [`DECISION_RECORD_BYTES`]: 256 B … 64 KiB (the per-turn target is 2 KB).
 pub const RECORD_BYTES_BUCKETS: &[f64] = &[
     256.0, 512.0, 1024.0, 1536.0, 2048.0, 3072.0, 4096.0, 8192.0, 16384.0, 65536.0,
@@ -101,6 +102,12 @@ const DESCRIPTIONS: &[(MetricKind, &str, Unit, &str)] = &[
         DECISION_RECORDS_TOTAL,
         Unit::Count,
         "Decision records by outcome: saved, oversized (kept without answers), failed.",
+    ),
+    (
+        MetricKind::Counter,
+        OUTBOX_OUTPUTS_UNKNOWN_TOTAL,
+        Unit::Count,
+        "Stored outbox outputs of a kind this version does not know (a newer version wrote them): not republished.",
     ),
     (
         MetricKind::Counter,

@@ -173,7 +173,7 @@ where
             && e.partition == at.partition
             && e.offset == at.offset
     }) {
-        let outputs = entry.outputs.iter().map(from_outbox).collect();
+        let outputs = entry.outputs.iter().filter_map(from_outbox).collect();
         return Ok(TurnResult::Republished { outputs });
     }
     // Entries the committed offsets have passed are not needed again; pruned now, a turn parked

@@ -5,7 +5,10 @@
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+use metrics::counter;
+
 use crate::message::{Output, OutputKind};
+use crate::telemetry::OUTBOX_OUTPUTS_UNKNOWN_TOTAL;
 
 /// One output as kept in the checkpoint's outbox until its commit is known.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -18,9 +21,9 @@ pub struct OutboxOutput {
     /// is not exactly one JSON value (see [`from_outbox`]).
     pub payload: Box<RawValue>,
     pub output_id: String,
-    /// By wire name. A name this version does not know (a row written by a newer one) makes the
-    /// whole outbox unreadable: see [`decode`].
-    pub kind: OutputKind,
+    /// [`OutputKind::wire_name`]. A name this version does not know (a row written by a newer
+    /// one) is kept as read: that output is not republished, the others are (see [`from_outbox`]).
+    pub kind: String,
 }
 
 /// The outputs of one applied turn whose Kafka commit is not yet known.
@@ -52,11 +55,23 @@ pub fn to_outbox(o: &Output) -> OutboxOutput {
         key: o.key.clone(),
         payload,
         output_id: o.output_id.clone(),
-        kind: o.kind,
+        kind: o.kind.wire_name().to_owned(),
     }
 }
 
-pub fn from_outbox(o: &OutboxOutput) -> Output {
+/// The stored output, to publish again; `None` for a kind this version does not know (a row a
+/// newer version wrote, then rolled back): it is counted and logged, not published under a
+/// guessed kind, and the turn's other outputs — its reply first — still are.
+pub fn from_outbox(o: &OutboxOutput) -> Option<Output> {
+    let Some(kind) = OutputKind::from_wire_name(&o.kind) else {
+        counter!(OUTBOX_OUTPUTS_UNKNOWN_TOTAL).increment(1);
+        tracing::warn!(
+            kind = %o.kind,
+            output_id = %o.output_id,
+            "A stored output of a kind this version does not know is not republished (written by a newer version?)."
+        );
+        return None;
+    };
     let raw = o.payload.get();
     let payload = if raw.starts_with('"') {
         serde_json::from_str::<String>(raw)
@@ -65,12 +80,12 @@ pub fn from_outbox(o: &OutboxOutput) -> Output {
     } else {
         raw.as_bytes().to_vec()
     };
-    Output {
-        kind: o.kind,
+    Some(Output {
+        kind,
         key: o.key.clone(),
         payload,
         output_id: o.output_id.clone(),
-    }
+    })
 }
 
 /// Decodes a stored outbox; an unreadable one is treated as empty (its turns were applied, so the
@@ -107,7 +122,7 @@ mod tests {
     fn through_the_store(o: &Output) -> (Output, String) {
         let stored = serde_json::to_string(&vec![to_outbox(o)]).unwrap();
         let back: Vec<OutboxOutput> = serde_json::from_str(&stored).unwrap();
-        (from_outbox(&back[0]), stored)
+        (from_outbox(&back[0]).expect("a known kind"), stored)
     }
 
     /// A republished output must be byte for byte what was first published (EV-1: same
@@ -150,13 +165,18 @@ mod tests {
         );
     }
 
-    /// A kind this version does not know cannot be republished under a guessed one.
+    /// A kind this version does not know is not republished under a guessed one; the turn's
+    /// other outputs are.
     #[test]
-    fn outbox_with_an_unknown_kind_reads_as_empty() {
-        let row = r#"[{"topic":"replies","partition":0,"offset":1,"turn_id":"u","outputs":[{"topic":"events","key":"k","payload":{},"output_id":"i","kind":"transaction.paused"}]}]"#;
-        assert!(decode(Some(row.as_bytes())).is_empty());
+    fn an_output_of_an_unknown_kind_is_left_out_of_the_republish_only() {
+        let row = r#"[{"topic":"replies","partition":0,"offset":1,"turn_id":"u","outputs":[{"topic":"replies","key":"k","payload":{},"output_id":"r","kind":"reply"},{"topic":"events","key":"k","payload":{},"output_id":"i","kind":"transaction.paused"}]}]"#;
+        let entries = decode(Some(row.as_bytes()));
+        let outputs: Vec<Output> = entries[0].outputs.iter().filter_map(from_outbox).collect();
+        assert_eq!(outputs.len(), 1);
+        assert_eq!(outputs[0].kind, OutputKind::Reply);
         let known = row.replace("transaction.paused", "transaction.started");
-        assert_eq!(decode(Some(known.as_bytes()))[0].outputs.len(), 1);
+        let entries = decode(Some(known.as_bytes()));
+        assert_eq!(entries[0].outputs.iter().filter_map(from_outbox).count(), 2);
     }
 
     /// Rows written before the payload was embedded hold it as a JSON string.
@@ -164,7 +184,7 @@ mod tests {
     fn outbox_reads_rows_that_stored_the_payload_as_a_string() {
         let old = r#"[{"topic":"replies","key":"t/a/s","payload":"{\"text\":\"hi\"}","output_id":"id-9","kind":"reply"}]"#;
         let back: Vec<OutboxOutput> = serde_json::from_str(old).unwrap();
-        let out = from_outbox(&back[0]);
+        let out = from_outbox(&back[0]).unwrap();
         assert_eq!(out.payload, br#"{"text":"hi"}"#);
         assert_eq!(out.topic(), OutputTopic::Replies);
         assert_eq!(out.kind, OutputKind::Reply);
