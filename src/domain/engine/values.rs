@@ -114,6 +114,7 @@ impl Run<'_> {
             .flatten()
             .chain(conversation)
             .chain([&tool.title.en, &tool.title.pt_br])
+
             .chain(
                 tool.parameters
                     .iter()
@@ -446,6 +447,22 @@ const REQUEST_WORDS: &[&str] = &[
     "referente",
     "ultima",
     "ultimo",
+    // Asking how to make it is still the request: `how do I dispute something on my bill`,
+    // `como faço pra contestar uma cobrança dessa fatura`.
+    "how",
+    "way",
+    "something",
+    "como",
+    "faco",
+    "faz",
+    "jeito",
+    "algo",
+    "dessa",
+    "desta",
+    "desse",
+    "deste",
+    "nessa",
+    "nesta",
 ];
 
 /// Two folded words match when they are equal or share their first five letters (`charged` and
