@@ -15,7 +15,7 @@ use super::{Fault, Injected, Plan};
 use crate::chaos::checker::InboundCopy;
 use crate::clock::now_ms;
 use crate::message::Topics;
-use crate::testkit::bus::OutputReader;
+use crate::testkit::bus::{OutputReader, ReadMessage};
 
 /// Workers before the scale-down.
 pub const WORKERS: usize = 3;
@@ -171,6 +171,25 @@ impl Stall {
         inbound: &[InboundCopy],
         topics: &Topics,
     ) -> Stall {
+        Stall::from_records(
+            signal,
+            env,
+            &reader.seen,
+            &reader.arrived_ms,
+            inbound,
+            topics,
+        )
+    }
+
+    /// [`Stall::measure`] on the records (`seen`) and when each became visible (`arrived_ms`).
+    pub fn from_records(
+        signal: Signal,
+        env: &[(String, String)],
+        seen: &[ReadMessage],
+        arrived_ms: &[i64],
+        inbound: &[InboundCopy],
+        topics: &Topics,
+    ) -> Stall {
         let (drain_budget, transaction_timeout, session_timeout) = timings(env);
         let s = signal.at_ms;
         let mut stall = Stall {
@@ -193,7 +212,7 @@ impl Stall {
         }
         let mut waits_after = Vec::new();
         let mut arrivals: HashMap<i32, Vec<i64>> = HashMap::new();
-        for (m, &at) in reader.seen.iter().zip(&reader.arrived_ms) {
+        for (m, &at) in seen.iter().zip(arrived_ms) {
             let baseline = at < s && at >= s - BASELINE_WINDOW_MS;
             if let Some(ts) = m.timestamp_ms {
                 let wait = at - ts;
@@ -315,5 +334,86 @@ pub fn default_plan(plan: &mut Plan, explicit_turns: bool, explicit_conversation
     }
     if !explicit_turns {
         plan.turns = 1_200;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: i64 = 100_000;
+
+    fn topics() -> Topics {
+        Topics {
+            inbound: "t".into(),
+            replies: "r".into(),
+            events: "e".into(),
+            dead_letters: "d".into(),
+        }
+    }
+
+    fn turn(partition: i32, turn_id: &str, produced_ms: i64) -> InboundCopy {
+        InboundCopy {
+            partition,
+            offset: 0,
+            key: None,
+            payload: Some(format!(r#"{{"turn_id": "{turn_id}"}}"#).into_bytes()),
+            timestamp_ms: Some(produced_ms),
+        }
+    }
+
+    fn reply(topic: &str, partition: i32, turn_id: &str, written_ms: i64) -> ReadMessage {
+        ReadMessage {
+            topic: topic.into(),
+            partition,
+            offset: 0,
+            key: String::new(),
+            payload: serde_json::Value::Null,
+            output_id: None,
+            turn_id: Some(turn_id.into()),
+            timestamp_ms: Some(written_ms),
+        }
+    }
+
+    #[test]
+    fn waits_and_gaps_around_the_signal() {
+        // Inbound partition 0: turns a (before), b and c (after, c blocked 12 s behind an open
+        // transaction); partition 1: d before, e after. One event far in the past is ignored.
+        let inbound = [
+            turn(0, "a", S - 2_000),
+            turn(0, "b", S + 500),
+            turn(0, "c", S + 1_000),
+            turn(1, "d", S - 1_000),
+            turn(1, "e", S + 200),
+        ];
+        let seen = [
+            reply("e", 0, "old", S - 60_000),
+            reply("r", 0, "a", S - 1_500),
+            reply("r", 2, "b", S + 800),
+            reply("r", 2, "c", S + 1_200),
+            reply("r", 1, "d", S - 900),
+            reply("r", 1, "e", S + 400),
+        ];
+        let arrived = [S - 59_000, S - 1_400, S + 900, S + 13_200, S - 800, S + 500];
+        let signal = Signal {
+            at_ms: S,
+            production_end_ms: S + 30_000,
+            ..Signal::default()
+        };
+        let env = [("TURNSTILE_DRAIN_BUDGET_MS".to_owned(), "4000".to_owned())];
+        let stall = Stall::from_records(signal, &env, &seen, &arrived, &inbound, &topics());
+        assert_eq!(stall.drain_budget, Duration::from_secs(4));
+        assert_eq!(stall.transaction_timeout, Duration::from_secs(9));
+        // Before: only the 15 s window counts (the old event's 1 s wait is outside it).
+        assert_eq!(stall.visibility_before_ms, 100);
+        assert_eq!(stall.visibility_after_ms, 12_000);
+        assert_eq!(stall.visibility_after_partition, Some(("r".to_owned(), 2)));
+        assert_eq!(stall.turn_wait_before_ms, 600);
+        assert_eq!(stall.turn_wait_after_ms, 12_200);
+        // Partition 0's replies: S-1.4 s, S+0.9 s, S+13.2 s: the longest stop over the signal
+        // is 12.3 s; partition 1's 1.3 s.
+        assert_eq!(stall.gap_after_ms, 12_300);
+        assert_eq!(stall.gap_after_partition, Some(0));
+        assert_eq!(stall.gap_before_ms, 0);
     }
 }
