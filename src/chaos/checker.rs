@@ -641,6 +641,7 @@ mod tests {
             payload: json!({"turn_id": turn_id}),
             output_id: Some(output_id.into()),
             turn_id: Some(turn_id.into()),
+            timestamp_ms: None,
         }
     }
 

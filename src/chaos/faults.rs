@@ -13,6 +13,7 @@
 //! hands the checker).
 
 mod harness;
+pub mod scale_down;
 mod workload;
 
 use std::collections::HashMap;
@@ -51,6 +52,10 @@ pub enum Fault {
     ModelFaults,
     Tool503,
     Hostile,
+    /// The scale-down measurement: 3 workers, SIGTERM to two at once (`scale_down`).
+    ScaleDown,
+    /// The scale-down measurement: 3 workers, SIGKILL of one with a transaction open.
+    KillInTransaction,
 }
 
 impl Fault {
@@ -74,12 +79,19 @@ impl Fault {
             Fault::ModelFaults => "model-faults",
             Fault::Tool503 => "tool-503",
             Fault::Hostile => "hostile",
+            Fault::ScaleDown => "scale-down",
+            Fault::KillInTransaction => "kill-in-transaction",
         }
+    }
+
+    /// The scale-down measurements: three workers at the production timings, stall figures.
+    pub fn measures_scale_down(self) -> bool {
+        matches!(self, Fault::ScaleDown | Fault::KillInTransaction)
     }
 }
 
 /// The size of one scenario.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Plan {
     pub conversations: usize,
     /// Valid turns in total (rounded up to whole rounds of every conversation).
@@ -94,6 +106,10 @@ pub struct Plan {
     /// How long the broker or store stays down in the restart faults (0: a plain restart).
     pub outage_secs: u64,
     pub seed: u64,
+    /// How long the model test server holds every scripted answer.
+    pub model_latency_ms: u64,
+    /// Extra worker environment (`--worker-env K=V`), over the harness's.
+    pub worker_env: Vec<(String, String)>,
 }
 
 /// What one scenario did and what the checker found.
@@ -116,6 +132,8 @@ pub struct FaultReport {
     pub min_replies: usize,
     pub min_executions: usize,
     pub log_dir: PathBuf,
+    /// The scale-down measurements' figures.
+    pub stall: Option<scale_down::Stall>,
 }
 
 impl FaultReport {
@@ -131,6 +149,8 @@ impl FaultReport {
             Fault::Hostile => format!("{} hostile records", self.produced_hostile),
             Fault::Sigkill => format!("{} kills", self.kills),
             Fault::Rebalance => "1 → peak → 1".into(),
+            Fault::ScaleDown => "3 → 1 (SIGTERM)".into(),
+            Fault::KillInTransaction => "SIGKILL 1 of 3, transaction open".into(),
             Fault::KafkaRestart | Fault::CassandraRestart => {
                 let what = if self.fault == Fault::KafkaRestart {
                     "broker"
@@ -168,6 +188,8 @@ struct Injected {
     tool_bursts: usize,
     /// After a service restart: how long until the next turn was answered.
     resumed_after: Option<Duration>,
+    /// The scale-down measurements: the signal and its moment.
+    signal: Option<scale_down::Signal>,
 }
 
 /// Runs one scenario end to end. `Err` is a setup problem (services unreachable).
@@ -185,14 +207,17 @@ pub fn run_fault(fault: Fault, plan: &Plan) -> Result<FaultReport, String> {
     );
     let mut rng = Rng::new(plan.seed ^ 0x9e37_79b9_7f4a_7c15);
     h.spawn(0, None)?;
+    if fault.measures_scale_down() {
+        scale_down::start_workers(&mut h, fault)?;
+    }
     let planned = match fault {
         Fault::Sigkill => Duration::from_millis(2_500 * plan.cycles as u64),
         Fault::Rebalance => Duration::from_secs(45),
-        Fault::Tool503 => Duration::from_secs(60),
+        Fault::Tool503 | Fault::ScaleDown | Fault::KillInTransaction => Duration::from_secs(60),
         // Production goes on through the whole outage and 30 s past it: an outage under load.
         _ => Duration::from_secs(30 + plan.outage_secs),
     };
-    h.start_producing(planned);
+    h.start_producing(planned, fault.measures_scale_down());
     let mut injected = Injected::default();
     match fault {
         Fault::Sigkill => inject_kills(&mut h, plan, &mut rng, &mut injected)?,
@@ -201,6 +226,9 @@ pub fn run_fault(fault: Fault, plan: &Plan) -> Result<FaultReport, String> {
             inject_restart(&mut h, fault, plan, &mut rng, &mut injected)?;
         }
         Fault::Tool503 => inject_tool_bursts(&h, &mut rng, &mut injected),
+        Fault::ScaleDown | Fault::KillInTransaction => {
+            scale_down::inject(&mut h, fault, &mut injected)?;
+        }
         Fault::ModelFaults | Fault::Hostile => {}
     }
     // Whatever happened, one healthy worker finishes the work.

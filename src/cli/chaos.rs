@@ -12,7 +12,7 @@ compile_error!(
 
 use std::time::Instant;
 
-use crate::chaos::faults::{render_table, run_fault, Fault, Plan};
+use crate::chaos::faults::{render_table, run_fault, scale_down, Fault, Plan};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum FaultArg {
@@ -24,6 +24,10 @@ pub enum FaultArg {
     #[value(name = "tool-503")]
     Tool503,
     Hostile,
+    /// Measurement, not in `all`: 3 workers, two SIGTERMed at once (scale 3 → 1).
+    ScaleDown,
+    /// Measurement, not in `all`: 3 workers, one SIGKILLed with a transaction open.
+    KillInTransaction,
     All,
 }
 
@@ -60,6 +64,21 @@ pub struct Args {
     /// Seed of the workload and the fault schedule.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// How long the model test server holds each answer (default: 200 for scale-down and
+    /// kill-in-transaction, so turns are in flight at the signal; 0 otherwise).
+    #[arg(long)]
+    pub model_latency_ms: Option<u64>,
+    /// Extra worker environment, `NAME=VALUE`, repeatable (e.g.
+    /// `TURNSTILE_SESSION_TIMEOUT_MS=10000`); over the harness's own.
+    #[arg(long = "worker-env", value_parser = parse_env)]
+    pub worker_env: Vec<(String, String)>,
+}
+
+fn parse_env(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .filter(|(k, _)| !k.is_empty())
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .ok_or_else(|| format!("`{s}` is not NAME=VALUE"))
 }
 
 /// The run's plan: the preset (`--long`, `--short` or the default), then the explicit counts.
@@ -73,6 +92,8 @@ fn plan(args: &Args) -> Plan {
             peak_workers: 3,
             outage_secs: args.outage_secs,
             seed: args.seed,
+            model_latency_ms: 0,
+            worker_env: Vec::new(),
         }
     } else if args.short {
         Plan {
@@ -83,6 +104,8 @@ fn plan(args: &Args) -> Plan {
             peak_workers: 2,
             outage_secs: args.outage_secs,
             seed: args.seed,
+            model_latency_ms: 0,
+            worker_env: Vec::new(),
         }
     } else {
         Plan {
@@ -93,8 +116,25 @@ fn plan(args: &Args) -> Plan {
             peak_workers: 3,
             outage_secs: args.outage_secs,
             seed: args.seed,
+            model_latency_ms: 0,
+            worker_env: Vec::new(),
         }
     };
+    let measures = matches!(
+        args.fault,
+        FaultArg::ScaleDown | FaultArg::KillInTransaction
+    );
+    if measures {
+        scale_down::default_plan(
+            &mut plan,
+            args.turns.is_some(),
+            args.conversations.is_some(),
+        );
+    }
+    plan.model_latency_ms = args
+        .model_latency_ms
+        .unwrap_or(if measures { 200 } else { 0 });
+    plan.worker_env = args.worker_env.clone();
     plan.conversations = args.conversations.unwrap_or(plan.conversations).max(1);
     plan.turns = args.turns.unwrap_or(plan.turns).max(1);
     plan.cycles = args.cycles.unwrap_or(plan.cycles);
@@ -114,6 +154,8 @@ pub fn run(args: Args) -> u8 {
         FaultArg::ModelFaults => vec![Fault::ModelFaults],
         FaultArg::Tool503 => vec![Fault::Tool503],
         FaultArg::Hostile => vec![Fault::Hostile],
+        FaultArg::ScaleDown => vec![Fault::ScaleDown],
+        FaultArg::KillInTransaction => vec![Fault::KillInTransaction],
     };
     let started = Instant::now();
     let mut reports = Vec::new();
@@ -138,6 +180,11 @@ pub fn run(args: Args) -> u8 {
         }
     }
     print!("{}", render_table(&reports));
+    for r in &reports {
+        if let Some(stall) = &r.stall {
+            print!("{}", stall.render(r.fault));
+        }
+    }
     println!(
         "seed {}, {} conversations, {} turns; total wall {:.0} s",
         plan.seed,

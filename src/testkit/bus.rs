@@ -117,6 +117,8 @@ pub struct ReadMessage {
     pub payload: Value,
     pub output_id: Option<String>,
     pub turn_id: Option<String>,
+    /// The record's Kafka timestamp (the worker's producer stamps CreateTime when it sends).
+    pub timestamp_ms: Option<i64>,
 }
 
 impl ReadMessage {
@@ -144,6 +146,7 @@ impl ReadMessage {
                 .unwrap_or(Value::Null),
             output_id: header(crate::message::HEADER_OUTPUT_ID),
             turn_id: header(crate::message::HEADER_TURN_ID),
+            timestamp_ms: m.timestamp().to_millis(),
         }
     }
 }
@@ -152,6 +155,9 @@ impl ReadMessage {
 pub struct OutputReader {
     consumer: BaseConsumer,
     pub seen: Vec<ReadMessage>,
+    /// When each of `seen` was polled (wall-clock ms, same index): when it became visible to
+    /// this `read_committed` reader, give or take one poll.
+    pub arrived_ms: Vec<i64>,
 }
 
 impl OutputReader {
@@ -180,6 +186,7 @@ impl OutputReader {
         Ok(OutputReader {
             consumer,
             seen: Vec::new(),
+            arrived_ms: Vec::new(),
         })
     }
 
@@ -190,6 +197,7 @@ impl OutputReader {
         while Instant::now() < until {
             if let Some(Ok(m)) = self.consumer.poll(Duration::from_millis(50)) {
                 self.seen.push(ReadMessage::from_record(&m));
+                self.arrived_ms.push(crate::clock::now_ms());
             }
         }
         self.seen.len() - before

@@ -168,6 +168,8 @@ struct Shared {
     defaults: Mutex<HashMap<Skill, Behaviour>>,
     default_all: Mutex<Option<Behaviour>>,
     timeout_delay: Mutex<Duration>,
+    /// How long every scripted answer is held (a slow-ish model): 0 by default.
+    answer_latency: Mutex<Duration>,
     requests: Mutex<Vec<RecordedRequest>>,
     shutdown: watch::Receiver<bool>,
     served: AtomicU64,
@@ -226,6 +228,7 @@ impl ModelServer {
             defaults: Mutex::default(),
             default_all: Mutex::default(),
             timeout_delay: Mutex::new(DEFAULT_TIMEOUT_DELAY),
+            answer_latency: Mutex::new(Duration::ZERO),
             requests: Mutex::default(),
             shutdown: shutdown.clone(),
             served: AtomicU64::new(0),
@@ -297,6 +300,11 @@ impl ModelServer {
     /// How long a scripted `timeout` holds its reply.
     pub fn set_timeout_delay(&self, delay: Duration) {
         *lock(&self.shared.timeout_delay) = delay;
+    }
+
+    /// How long every scripted answer (not a scripted fault) is held before it is sent.
+    pub fn set_answer_latency(&self, latency: Duration) {
+        *lock(&self.shared.answer_latency) = latency;
     }
 
     /// Every request received so far, in arrival order.
@@ -415,7 +423,9 @@ fn choose(shared: &Shared, skill: Option<Skill>, turn_id: Option<&str>) -> Behav
         _ => None,
     };
     match scripted {
-        Some(Scripted::Answer(map)) => Behaviour::answer(Value::Object(map)),
+        Some(Scripted::Answer(map)) => {
+            Behaviour::answer(Value::Object(map)).with_latency(*lock(&shared.answer_latency))
+        }
         Some(Scripted::Fault(ModelFailure::InvalidJson)) => Behaviour::content(NOT_JSON_CONTENT),
         Some(Scripted::Fault(ModelFailure::Timeout)) => {
             Behaviour::status(504).with_latency(*lock(&shared.timeout_delay))

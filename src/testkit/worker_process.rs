@@ -123,15 +123,20 @@ pub fn spawn(
         .map_err(|e| format!("cannot start {}: {e}", exe.display()))
 }
 
-/// SIGTERM (the worker drains, commits and leaves its group), then SIGKILL if it has not ended
-/// within `grace`. The exit status when it ended by itself.
-pub fn terminate(child: &mut Child, grace: Duration) -> Option<ExitStatus> {
+/// Sends SIGTERM to `child` (through `kill`: std has no signal API) and returns at once.
+pub fn signal_term(child: &Child) {
     let _ = Command::new("kill")
         .arg("-TERM")
         .arg(child.id().to_string())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status();
+}
+
+/// SIGTERM (the worker drains, commits and leaves its group), then SIGKILL if it has not ended
+/// within `grace`. The exit status when it ended by itself.
+pub fn terminate(child: &mut Child, grace: Duration) -> Option<ExitStatus> {
+    signal_term(child);
     let until = Instant::now() + grace;
     loop {
         match child.try_wait() {

@@ -80,6 +80,8 @@ pub struct Committer {
     producer: BaseProducer,
     consumer: Arc<WorkerConsumer>,
     topics: Topics,
+    #[cfg(feature = "harness")]
+    fault: super::fault::HoldTransaction,
 }
 
 impl Committer {
@@ -88,7 +90,16 @@ impl Committer {
             producer,
             consumer,
             topics,
+            #[cfg(feature = "harness")]
+            fault: super::fault::HoldTransaction::new(None),
         }
+    }
+
+    /// The scale-down measurement's fault hook (`TURNSTILE_FAULT_HOLD_TRANSACTION_FILE`).
+    #[cfg(feature = "harness")]
+    pub(super) fn with_hold_file(mut self, file: Option<std::path::PathBuf>) -> Self {
+        self.fault = super::fault::HoldTransaction::new(file);
+        self
     }
 
     /// Runs each transaction it is given and reports it ([`Input::TransactionFailed`] as soon as
@@ -196,6 +207,10 @@ impl Committer {
             for out in &turn.outputs {
                 self.send(out, &turn.turn_id)?;
             }
+        }
+        #[cfg(feature = "harness")]
+        if !transaction.turns.is_empty() {
+            self.fault.hold_if_armed(&self.producer);
         }
         let group = self
             .consumer

@@ -56,6 +56,12 @@ pub struct WorkerConfig {
     /// builds with the `harness` feature: a release build has no fault hook to trip.
     #[cfg(feature = "harness")]
     pub fault_abort_after_saves: Option<u64>,
+    /// Fault injection for the scale-down measurement: once this file exists, the committer
+    /// holds its next transaction open after its outputs reached the broker, and never commits
+    /// it (`TURNSTILE_FAULT_HOLD_TRANSACTION_FILE`), so a SIGKILL lands mid-transaction. Only in
+    /// builds with the `harness` feature.
+    #[cfg(feature = "harness")]
+    pub fault_hold_transaction_file: Option<std::path::PathBuf>,
     /// Create missing topics at start (`TURNSTILE_CREATE_TOPICS`, off: production topics are
     /// usually managed elsewhere), with this many inbound partitions.
     pub create_topics: Option<i32>,
@@ -86,6 +92,8 @@ impl Default for WorkerConfig {
             kafka_overrides: Vec::new(),
             #[cfg(feature = "harness")]
             fault_abort_after_saves: None,
+            #[cfg(feature = "harness")]
+            fault_hold_transaction_file: None,
             create_topics: None,
         }
     }
@@ -118,6 +126,12 @@ impl WorkerConfig {
                     fix: "unset it (it is a test-only fault injection), or give a count".into(),
                 }),
             }
+        }
+        #[cfg(feature = "harness")]
+        {
+            c.fault_hold_transaction_file = env("TURNSTILE_FAULT_HOLD_TRANSACTION_FILE")
+                .filter(|v| !v.trim().is_empty())
+                .map(std::path::PathBuf::from);
         }
         for (name, value) in env_overrides(&env) {
             c.kafka_overrides.push((name, value));

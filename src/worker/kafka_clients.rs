@@ -19,10 +19,14 @@ pub(super) fn consumer_config(config: &WorkerConfig) -> ClientConfig {
             "session.timeout.ms",
             config.session_timeout.as_millis().to_string(),
         )
+        // At most 1 s: a member learns of a rebalance only at its next heartbeat, so when
+        // workers leave (scale-down) the ones that stay take the partitions up to one interval
+        // later. With session / 4 (3.75 s) a 3 -> 1 scale-down's turns waited up to 3.2-3.8 s,
+        // with 1 s 1.2-1.4 s (`turnstile chaos --fault scale-down`, docs/benchmarks.md).
         .set(
             "heartbeat.interval.ms",
             (config.session_timeout.as_millis() / 4)
-                .max(500)
+                .clamp(500, 1_000)
                 .to_string(),
         )
         .set("enable.partition.eof", "false")
@@ -64,6 +68,22 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    #[test]
+    fn heartbeats_at_most_every_second_and_within_the_session() {
+        let beat = |session_ms: u64| {
+            let config = WorkerConfig {
+                session_timeout: Duration::from_millis(session_ms),
+                ..WorkerConfig::default()
+            };
+            consumer_config(&config)
+                .get("heartbeat.interval.ms")
+                .map(str::to_owned)
+        };
+        assert_eq!(beat(15_000).as_deref(), Some("1000"));
+        assert_eq!(beat(3_000).as_deref(), Some("750"));
+        assert_eq!(beat(1_000).as_deref(), Some("500"));
+    }
 
     #[test]
     fn the_producer_carries_the_configured_transaction_timeout() {

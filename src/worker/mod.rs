@@ -168,6 +168,8 @@ where
     let (commit_tx, commit_rx) = std_mpsc::channel::<Transaction>();
     let (reports_tx, mut reports_rx) = mpsc::unbounded_channel::<Input>();
     let committer = Committer::new(producer, consumer.clone(), config.topics.clone());
+    #[cfg(feature = "harness")]
+    let committer = committer.with_hold_file(config.fault_hold_transaction_file.clone());
     let committer_thread = std::thread::Builder::new()
         .name("turnstile-committer".into())
         .spawn(move || committer.run(commit_rx, reports_tx))

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Child;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -38,6 +38,8 @@ use crate::testkit::worker_process::{self, WorkerEnv};
 struct Worker {
     child: Option<Child>,
     instance: String,
+    /// The operations listener's port of the current incarnation.
+    port: Option<u16>,
 }
 
 pub(super) struct Harness {
@@ -55,6 +57,8 @@ pub(super) struct Harness {
     store: ScyllaCheckpointStore,
     pub(super) producing_done: Arc<AtomicBool>,
     produced: Arc<AtomicUsize>,
+    /// Wall-clock ms the last batch was produced (0 until then).
+    produced_last_ms: Arc<AtomicI64>,
     produce_error: Arc<std::sync::Mutex<Option<String>>>,
     reader: OutputReader,
     catalog: Catalog,
@@ -88,6 +92,7 @@ impl Harness {
         let (model, tools) = crate::testkit::start_servers(&rt)?;
         // Longer than every profile's timeout, so a scripted timeout is a timeout.
         model.set_timeout_delay(Duration::from_secs(10));
+        model.set_answer_latency(Duration::from_millis(plan.model_latency_ms));
         let workload = Workload::generate(fault, plan, &id);
         for (turn_id, s) in &workload.scripts {
             model.set_turn_script(turn_id, s);
@@ -98,7 +103,12 @@ impl Harness {
         let exe = worker_process::snapshot_binary(&log_dir)?;
         let (config_path, catalog) = write_run_config(&log_dir)?;
         let group_id = format!("turnstile-chaos-{id}");
-        let env = WorkerEnv {
+        // The scale-down measurements run at the worker's production timings.
+        let (session_timeout_ms, drain_budget_ms) = match fault.measures_scale_down() {
+            true => (15_000, 8_000),
+            false => (6_000, 2_000),
+        };
+        let mut env = WorkerEnv {
             log_filter: std::env::var("RUST_LOG")
                 .unwrap_or_else(|_| "warn,turnstile::worker::consumer=info".into()),
             config: config_path.clone(),
@@ -110,11 +120,12 @@ impl Harness {
             cql_contact: contact.clone(),
             model_base_url: model.base_url(),
             tools_base_url: tools.base_url(),
-            session_timeout_ms: 6000,
-            drain_budget_ms: 2000,
+            session_timeout_ms,
+            drain_budget_ms,
             commit_interval_ms: Some(50),
         }
         .vars()?;
+        env.extend(plan.worker_env.iter().cloned());
         let reader = OutputReader::new(
             &brokers,
             &[&topics.replies, &topics.events, &topics.dead_letters],
@@ -124,6 +135,7 @@ impl Harness {
             workload: Arc::new(workload),
             producing_done: Arc::new(AtomicBool::new(false)),
             produced: Arc::new(AtomicUsize::new(0)),
+            produced_last_ms: Arc::new(AtomicI64::new(0)),
             produce_error: Arc::new(std::sync::Mutex::new(None)),
             id,
             brokers,
@@ -142,13 +154,15 @@ impl Harness {
         })
     }
 
-    /// Produces the workload in rounds spread over `over`, in the background.
-    pub(super) fn start_producing(&self, over: Duration) {
+    /// Produces the workload in rounds spread over `over`, in the background; `steady`: in about
+    /// 20 batches a second instead (a steady stream, for the scale-down measurements).
+    pub(super) fn start_producing(&self, over: Duration, steady: bool) {
         let workload = self.workload.clone();
         let brokers = self.brokers.clone();
         let topic = self.topics.inbound.clone();
         let done = self.producing_done.clone();
         let produced = self.produced.clone();
+        let produced_last_ms = self.produced_last_ms.clone();
         let error = self.produce_error.clone();
         self.rt.spawn(async move {
             let producer = match bus::turn_producer(&brokers) {
@@ -159,7 +173,11 @@ impl Harness {
                     return;
                 }
             };
-            let batches = workload.rounds.max(1);
+            let batches = if steady {
+                (over.as_millis() as usize / 50).clamp(1, workload.records.len().max(1))
+            } else {
+                workload.rounds.max(1)
+            };
             let per_batch = workload.records.len().div_ceil(batches);
             let pause = over / batches as u32;
             for chunk in workload.records.chunks(per_batch.max(1)) {
@@ -184,6 +202,7 @@ impl Harness {
                         }
                     }
                 }
+                produced_last_ms.store(crate::clock::now_ms(), Ordering::SeqCst);
                 tokio::time::sleep(pause).await;
             }
             done.store(true, Ordering::SeqCst);
@@ -195,11 +214,22 @@ impl Harness {
         w: usize,
         abort_after_saves: Option<usize>,
     ) -> Result<(), String> {
+        self.spawn_with(w, abort_after_saves, &[])
+    }
+
+    /// [`Harness::spawn`] with extra environment for this worker.
+    pub(super) fn spawn_with(
+        &mut self,
+        w: usize,
+        abort_after_saves: Option<usize>,
+        extra: &[(String, String)],
+    ) -> Result<(), String> {
         while self.workers.len() <= w {
             let n = self.workers.len();
             self.workers.push(Worker {
                 child: None,
                 instance: format!("chaos-{}-w{n}", self.id),
+                port: None,
             });
         }
         let port = worker_process::free_port()?;
@@ -213,12 +243,60 @@ impl Harness {
         if let Some(n) = abort_after_saves {
             env.push(("TURNSTILE_FAULT_ABORT_AFTER_SAVES".into(), n.to_string()));
         }
+        env.extend(extra.iter().cloned());
         let banner = format!(
             "chaos: starting worker {w} on port {port} (abort after saves: {abort_after_saves:?})"
         );
         let child = worker_process::spawn(&self.exe, &env, &log_path, &banner)?;
         self.workers[w].child = Some(child);
+        self.workers[w].port = Some(port);
         Ok(())
+    }
+
+    /// When the last inbound batch was produced, once production ended.
+    fn production_end_ms(&self) -> Option<i64> {
+        Some(self.produced_last_ms.load(Ordering::SeqCst)).filter(|ms| *ms > 0)
+    }
+
+    /// Worker `w` answers `/readyz` with 200.
+    pub(super) fn ready(&self, w: usize) -> bool {
+        self.workers
+            .get(w)
+            .and_then(|x| x.port)
+            .is_some_and(worker_process::readyz)
+    }
+
+    /// Worker `w`'s log (all its incarnations) contains `text`.
+    pub(super) fn log_contains(&self, w: usize, text: &str) -> bool {
+        std::fs::read_to_string(self.log_dir.join(format!("worker-{w}.log")))
+            .is_ok_and(|t| t.contains(text))
+    }
+
+    /// Reads the outputs for `d` (every arrival stamped as it is polled).
+    pub(super) fn watch(&mut self, d: Duration) {
+        self.reader.poll_for(d);
+    }
+
+    /// Sends SIGTERM to worker `w` without waiting.
+    pub(super) fn signal_term(&self, w: usize) {
+        if let Some(child) = self.workers.get(w).and_then(|x| x.child.as_ref()) {
+            worker_process::signal_term(child);
+        }
+    }
+
+    /// Whether worker `w` has exited (reaped and forgotten then).
+    pub(super) fn reap_if_exited(&mut self, w: usize) -> bool {
+        let Some(worker) = self.workers.get_mut(w) else {
+            return true;
+        };
+        let exited = match worker.child.as_mut() {
+            Some(c) => !matches!(c.try_wait(), Ok(None)),
+            None => true,
+        };
+        if exited {
+            worker.child = None;
+        }
+        exited
     }
 
     pub(super) fn alive(&mut self, w: usize) -> bool {
@@ -316,16 +394,8 @@ impl Harness {
         started: Instant,
         injected: &Injected,
     ) -> FaultReport {
-        for w in 0..self.workers.len() {
-            self.stop(w);
-        }
-        // Read the outputs until nothing new arrives for 3 s.
-        let mut quiet = Instant::now();
-        while quiet.elapsed() < Duration::from_secs(3) {
-            if self.reader.poll_for(Duration::from_millis(500)) > 0 {
-                quiet = Instant::now();
-            }
-        }
+        let production_end_ms = crate::clock::now_ms();
+        self.stop_all_and_drain_outputs();
         let inbound = read_inbound(&self.brokers, &self.topics.inbound).unwrap_or_else(|e| {
             eprintln!("  cannot read the inbound topic: {e}");
             Vec::new()
@@ -338,6 +408,16 @@ impl Harness {
         {
             eprintln!("  a produce failed: {e}");
         }
+        let stall = injected.signal.clone().map(|mut signal| {
+            signal.production_end_ms = self.production_end_ms().unwrap_or(production_end_ms);
+            super::scale_down::Stall::measure(
+                signal,
+                &self.env,
+                &self.reader,
+                &inbound,
+                &self.topics,
+            )
+        });
         let states = self.stored_states();
         let catalog = self.catalog.clone();
         let settings = settings_from_env(|_| None).unwrap_or_default();
@@ -390,6 +470,20 @@ impl Harness {
             min_replies: valid,
             min_executions: min_executions.max(1),
             log_dir: self.log_dir.clone(),
+            stall,
+        }
+    }
+
+    /// Stops every worker, then reads the outputs until nothing new arrives for 3 s.
+    fn stop_all_and_drain_outputs(&mut self) {
+        for w in 0..self.workers.len() {
+            self.stop(w);
+        }
+        let mut quiet = Instant::now();
+        while quiet.elapsed() < Duration::from_secs(3) {
+            if self.reader.poll_for(Duration::from_millis(500)) > 0 {
+                quiet = Instant::now();
+            }
         }
     }
 

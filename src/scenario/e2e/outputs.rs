@@ -188,6 +188,7 @@ mod tests {
             payload,
             output_id: Some(id.into()),
             turn_id: None,
+            timestamp_ms: None,
         }
     }
 
