@@ -86,7 +86,7 @@ play_conversations() {
   eval_rc=0
   "$@" --min-turn-accuracy "$MIN_TURN_ACCURACY" --min-conversation-success "$MIN_CONVERSATION_SUCCESS" \
     --max-unsafe "$MAX_UNSAFE" \
-    tests/data/conversations/dev.en.jsonl tests/data/conversations/dev.pt-br.jsonl \
+    tests/data/conversations/*.jsonl \
     >"$report" 2>"$report.stderr" || eval_rc=$?
   awk '/^FAILED /{exit} {print}' "$report"
   cat "$report.stderr" >&2
