@@ -496,6 +496,7 @@ const LEXICON: &[(&str, Kind)] = &[
     ("aprovado", TRUE),
     ("isso", TRUE),
     ("isso mesmo", TRUE),
+    ("isso msm", TRUE),
     ("isso que eu quero", TRUE),
     ("e isso que eu quero", TRUE),
     ("era isso que eu queria", TRUE),
@@ -528,6 +529,8 @@ const LEXICON: &[(&str, Kind)] = &[
     ("totalmente", MILD),
     ("muito", MILD),
     ("mesmo", MILD),
+    // Chat spelling of `mesmo`.
+    ("msm", MILD),
     ("bem", MILD),
     ("realmente", MILD),
     // ---- pt-BR filler
@@ -889,6 +892,7 @@ mod tests {
                 "sim por favor",
                 "Sim, obrigado!",
                 "isso mesmo",
+                "isso msm",
                 "SIM",
                 "tá bom",
                 "com certeza",

@@ -114,7 +114,6 @@ impl Run<'_> {
             .flatten()
             .chain(conversation)
             .chain([&tool.title.en, &tool.title.pt_br])
-
             .chain(
                 tool.parameters
                     .iter()

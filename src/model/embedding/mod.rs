@@ -26,13 +26,14 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::config::profiles::ModelProfile;
-use crate::domain::catalog::{Assistant, Catalog};
+use crate::domain::catalog::{Assistant, Catalog, Tool};
 use crate::domain::confirmation::{self, Confirmation};
 use crate::domain::decision::{
     ClassifierDecision, InterpreterAct, InterpreterDecision, ModelAnswer, RouterDecision,
     SessionControl,
 };
 use crate::domain::effect::{ClassifierRequest, InterpreterRequest, RouterRequest};
+use crate::domain::locale::Locale;
 use crate::domain::parameter;
 use crate::domain::transaction::TransactionStatus;
 use crate::domain::withdrawal;
@@ -212,7 +213,7 @@ impl EmbeddingModel {
             active: request.active_transaction.as_ref().map(|t| t.tool.as_str()),
             index,
         };
-        let whole = read.decide(&x).0;
+        let whole = read.decide_given_values(&x, &request.message, request.locale);
         let segments = segments(&request.message);
         // The customer's last word names the request (`forget it, just cancel PED-8360
         // instead`; `bom dia, queria rastrear meu pedido`): a last sentence or clause read as a
@@ -699,6 +700,60 @@ impl SegmentReading<'_> {
     }
 }
 
+impl SegmentReading<'_> {
+    /// A value of a form only some tools take (a dashed CEP, a prefixed id, money with its
+    /// marker) says the request is one of them: when the most probable request reads a value in
+    /// the message, the tools that read none leave the normalisation (`meu cep novo é
+    /// 88015-600, preciso que o pedido vá pra lá`: the address change, 0.75 with the bill and the
+    /// tracking beside it). Like the other second looks, it may make the message's own request
+    /// surer, never name another one.
+    fn decide_given_values(&self, x: &[f32], text: &str, locale: Locale) -> RouterDecision {
+        let ranked = toward_active_tool(self.index.rank(x), self.active);
+        let plain = route_from(&ranked, self.assistant, self.in_transaction);
+        let Some(top) = intent_of(&plain) else {
+            return plain;
+        };
+        let reads = |tool: &str| {
+            self.assistant
+                .and_then(|a| a.tools.get(tool))
+                .is_some_and(|t| reads_a_value(t, text, locale))
+        };
+        if !reads(top) {
+            return plain;
+        }
+        let kept: Vec<(&Label, f32)> = ranked
+            .into_iter()
+            .filter(|(l, _)| match l {
+                Label::Tool(t) => reads(t),
+                _ => true,
+            })
+            .collect();
+        let given = route_from(&kept, self.assistant, self.in_transaction);
+        if intent_of(&given) == Some(top) && confidence_of(&given) > confidence_of(&plain) {
+            given
+        } else {
+            plain
+        }
+    }
+}
+
+/// Whether the typed parsers clearly read one of `tool`'s parameters in `text` (PR-1's reading:
+/// a distinctive form anywhere, a plain one only alone).
+fn reads_a_value(tool: &Tool, text: &str, locale: Locale) -> bool {
+    let params: Vec<parameter::LabelledParameter<'_>> = tool
+        .parameters
+        .iter()
+        .map(|p| parameter::LabelledParameter {
+            name: &p.name,
+            kind: &p.kind,
+            labels: &[],
+        })
+        .collect();
+    !parameter::extract_clear(&params, text, locale)
+        .values
+        .is_empty()
+}
+
 fn intent_of(decision: &RouterDecision) -> Option<&str> {
     match decision {
         RouterDecision::Route { intent, .. } => intent.as_deref(),
@@ -789,7 +844,6 @@ fn round(p: f64) -> f64 {
 mod tests {
     use super::*;
     use crate::domain::effect::{ParameterBrief, TransactionSummary};
-    use crate::domain::locale::Locale;
 
     fn collecting(missing: &[&str], message: &str) -> InterpreterRequest {
         InterpreterRequest {
@@ -854,6 +908,40 @@ mod tests {
         );
         assert_eq!(last_segment("cancel PED-1001"), None);
         assert_eq!(last_segment("PED-1001, ok"), None);
+    }
+
+    #[test]
+    fn a_tool_reads_a_value_of_a_form_only_it_takes() {
+        let catalog =
+            crate::config::agents::load_catalog(std::path::Path::new("config/agents.example.yaml"))
+                .unwrap();
+        let tool = |name: &str| {
+            catalog
+                .assistants
+                .values()
+                .find_map(|a| a.tools.get(name))
+                .unwrap()
+        };
+        let cep = "meu cep novo é 88015-600, preciso que o pedido vá pra lá";
+        assert!(reads_a_value(
+            tool("retail_address_change"),
+            cep,
+            Locale::PtBr
+        ));
+        assert!(!reads_a_value(
+            tool("retail_order_tracking"),
+            cep,
+            Locale::PtBr
+        ));
+        assert!(!reads_a_value(tool("billing_show_bill"), cep, Locale::PtBr));
+        let id = "can you tell me where PED-8842 is";
+        assert!(reads_a_value(tool("retail_order_tracking"), id, Locale::En));
+        assert!(reads_a_value(tool("retail_address_change"), id, Locale::En));
+        assert!(!reads_a_value(
+            tool("billing_contestation"),
+            "my bill is wrong",
+            Locale::En
+        ));
     }
 
     #[test]
