@@ -21,8 +21,8 @@ bash scripts/install-tools.sh
 # tests/data/conversations/, strict figures; docs/decision-quality.md "Whole conversations"):
 # the suite fails when turn accuracy or conversation success falls below its floor, or when more
 # turns than MAX_UNSAFE are unsafe.
-MIN_TURN_ACCURACY=0.92
-MIN_CONVERSATION_SUCCESS=0.80
+MIN_TURN_ACCURACY=0.93
+MIN_CONVERSATION_SUCCESS=0.82
 MAX_UNSAFE=0
 
 started=0
