@@ -263,7 +263,7 @@ fn cql_config(args: &Args) -> Result<CqlConfig, String> {
         contact = %args.contact,
         tls = cql.tls.is_some(),
         tls_verify_hostname = cql.tls.as_ref().is_some_and(|t| t.verify_hostname),
-        password_auth = cql.username_env.is_some(),
+        password_auth = cql.credentials.is_some(),
         "Connecting to the checkpoint store."
     );
     Ok(cql)
