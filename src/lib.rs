@@ -27,7 +27,7 @@
 //! | module | what it is |
 //! |---|---|
 //! | [`domain`] | the pure core: [`domain::state`] (`AgentState`, ST), [`domain::transaction`] (lifecycle table, LC), [`domain::parameter`] (typed parsers, MG-4), [`domain::confirmation`] (PR-6 recogniser), [`domain::engine`] (order of evaluation, PR/SC/EV), [`domain::effect`] (requests, answers, events), [`domain::catalog`] (assistants, tools, settings), [`domain::reply`] (what the customer reads: templates, results, locale formats, RP), [`domain::wording`] (phrases, result templates, reason texts) |
-//! | [`config`] | YAML configuration: agents and tools, session-control settings (seed names), model profiles; validation errors that name file, key and fix |
+//! | [`config`] | YAML configuration: agents and tools, session-control settings (seed names), model profiles, [`config::skills`] (each skill's profile and API, resolved once); validation errors that name file, key and fix |
 //! | [`ports`] | the traits the pipeline needs from outside: `DecisionModel`, `ToolGateway`, `CheckpointStore` (rows, write-ahead, fenced saves, partition leases); `RetryClass`, the one classification retry layers decide by |
 //! | [`model`] | model-backed decisions: prompts, defensive output parsing, `OpenAiCompatibleModel` (HTTP chat), [`model::embedding`] (`EmbeddingModel`: example utterances, fitted head, `/v1/embeddings` client), [`model::configured`] (per-skill provider and the cascade), `ScriptedModel` |
 //! | [`tool`] | domain tool endpoints: `HttpToolGateway` (webhooks, retries, idempotency keys, evidence), `ScriptedTools` |

@@ -16,6 +16,7 @@ use axum::Router;
 use serde_json::{json, Value};
 use turnstile::config::agents::parse_catalog;
 use turnstile::config::profiles::{check_profile_references, parse_profiles, Profiles};
+use turnstile::config::skills::SkillProfiles;
 use turnstile::domain::catalog::{Catalog, Settings};
 use turnstile::domain::decision::{InterpreterAct, ModelFailure, RouterDecision, SessionControl};
 use turnstile::domain::effect::{
@@ -75,14 +76,16 @@ async fn model_capped(
     let catalog = catalog();
     let settings = Arc::new(Settings::default());
     let profiles = profiles(base_url, timeout_seconds);
+    let skills =
+        SkillProfiles::resolve(&catalog, &settings, &profiles).map_err(|e| e.to_string())?;
     let llm =
-        OpenAiCompatibleModel::new(catalog.clone(), settings.clone(), profiles.clone(), no_env)
+        OpenAiCompatibleModel::from_skills(catalog.clone(), settings.clone(), &skills, no_env)
             .map_err(|e| e.to_string())?;
     ConfiguredModel::build(
         llm,
         catalog,
         settings,
-        profiles,
+        &skills,
         &EmbeddingsSetup {
             base_url: None,
             cache_dir: cache,

@@ -32,7 +32,7 @@ use serde_json::{json, Value};
 
 use turnstile::domain::decision::Skill;
 use turnstile::domain::turn::Identity;
-use turnstile::store::cql::{CqlConfig, CqlTls, ScyllaCheckpointStore};
+use turnstile::store::cql::{CqlConfig, CqlCredentials, CqlTls, ScyllaCheckpointStore};
 use turnstile::testkit::bus;
 use turnstile::testkit::model_server::{Behaviour, ModelServer};
 use turnstile::testkit::tool_server::ToolServer;
@@ -145,8 +145,10 @@ impl CqlSecure {
             contact_points: vec![self.contact.clone()],
             keyspace: keyspace.to_owned(),
             request_timeout_ms: 10_000,
-            username_env: Some("CQL_SECURE_USERNAME".into()),
-            password_env: Some("CQL_SECURE_PASSWORD".into()),
+            credentials: Some(CqlCredentials {
+                username: std::env::var("CQL_SECURE_USERNAME").unwrap_or_default(),
+                password: std::env::var("CQL_SECURE_PASSWORD").ok(),
+            }),
             tls: Some(CqlTls {
                 ca_file: PathBuf::from(&self.ca),
                 cert_file: None,
@@ -418,9 +420,11 @@ async fn the_cql_store_refuses_a_wrong_password_plaintext_and_an_untrusted_ca() 
     let ok = connects(good.clone()).await;
     assert!(ok.is_ok(), "TLS + password should connect: {ok:?}");
 
-    // HOME's value is a path: certainly not the password (credentials are read by name).
     let wrong_password = CqlConfig {
-        password_env: Some("HOME".into()),
+        credentials: good.credentials.clone().map(|c| CqlCredentials {
+            password: Some("certainly-not-the-password".into()),
+            ..c
+        }),
         ..good.clone()
     };
     let r = connects(wrong_password).await;

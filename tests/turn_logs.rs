@@ -24,6 +24,7 @@ use serde_json::{json, Value};
 use tracing::Instrument;
 use turnstile::config::agents::load_catalog;
 use turnstile::config::profiles::parse_profiles;
+use turnstile::config::skills::SkillProfiles;
 use turnstile::domain::catalog::{Catalog, Settings};
 use turnstile::domain::turn::Identity;
 use turnstile::message::{DecodeLimits, InboundRecord};
@@ -214,10 +215,12 @@ impl World {
             let base = models.base_url();
             async move {
                 let settings = Arc::new(settings);
-                let llm = OpenAiCompatibleModel::new(
+                let skills =
+                    SkillProfiles::resolve(&catalog, &settings, &profiles).expect("skills");
+                let llm = OpenAiCompatibleModel::from_skills(
                     catalog.clone(),
                     settings.clone(),
-                    profiles.clone(),
+                    &skills,
                     no_env,
                 )
                 .expect("chat model")
@@ -228,7 +231,7 @@ impl World {
                     llm,
                     catalog,
                     settings,
-                    profiles,
+                    &skills,
                     &EmbeddingsSetup::default(),
                     &no_env,
                     |m| m.with_base_url_override(&base).with_max_concurrency(1),

@@ -20,6 +20,8 @@ use serde_json::json;
 use crate::config::agents::load_catalog;
 use crate::config::profiles::load_profiles;
 use crate::config::settings::settings_from_env;
+use crate::config::skills::SkillProfiles;
+use crate::config::ConfigErrors;
 use crate::domain::catalog::{Catalog, Settings};
 use crate::domain::decision::ClassifierDecision;
 use crate::domain::effect::{ClassifierRequest, TransactionSummary};
@@ -91,30 +93,27 @@ fn config_error(message: impl std::fmt::Display) -> u8 {
 /// Runs the command; returns the process exit code.
 pub async fn run(args: Args) -> u8 {
     let env = |k: &str| std::env::var(k).ok();
-    let mut settings = match settings_from_env(env) {
+    let settings = match classifier_settings(&args, env) {
         Ok(s) => s,
         Err(e) => return config_error(format!("invalid settings:\n{e}")),
     };
-    if let Some(p) = &args.profile {
-        settings.route_stickiness_llm_profile = p.clone();
-    }
-    // This command exists to call the classifier, whatever ENABLE_ROUTE_STICKINESS says.
-    settings.enable_route_stickiness = true;
-    if let Some(n) = args.history_turns {
-        settings.route_stickiness_history_turns = n;
-    }
     let profiles = match load_profiles(&args.profiles) {
         Ok(p) => p,
         Err(e) => return config_error(format!("invalid profiles:\n{e}")),
     };
-    let profile = &settings.route_stickiness_llm_profile;
-    if profiles.get(profile).is_none() {
-        return config_error(format!(
-            "profile `{profile}` is not defined in {} (fix: pass --profile with one of: {})",
-            args.profiles.display(),
-            profiles.names()
-        ));
-    }
+    // Only the classifier is called: an empty catalog keeps router/interpreter profiles (and
+    // their keys) out of it.
+    let skills = match SkillProfiles::resolve(&Catalog::default(), &settings, &profiles) {
+        Ok(s) => s,
+        Err(e) => {
+            return config_error(format!(
+                "profile `{}` is not defined in {} (fix: pass --profile with one of: {})",
+                e.profile,
+                args.profiles.display(),
+                e.known
+            ))
+        }
+    };
     let catalog = match load_catalog(&args.config) {
         Ok(c) => c,
         Err(e) => return config_error(format!("invalid configuration:\n{e}")),
@@ -123,12 +122,10 @@ pub async fn run(args: Args) -> u8 {
         Ok(r) => r,
         Err(e) => return config_error(e),
     };
-    // Only the classifier is called: an empty catalog keeps router/interpreter profiles (and
-    // their keys) out of it.
-    let model = match OpenAiCompatibleModel::new(
+    let model = match OpenAiCompatibleModel::from_skills(
         Arc::new(Catalog::default()),
         Arc::new(settings.clone()),
-        Arc::new(profiles),
+        &skills,
         env,
     ) {
         Ok(m) => m,
@@ -169,6 +166,24 @@ pub async fn run(args: Args) -> u8 {
         cause.unwrap_or_else(|| "no usable answer".into())
     );
     EXIT_FALLBACK
+}
+
+/// The session-control settings of the environment, with the arguments' profile and history
+/// length, and stickiness on: this command exists to call the classifier, whatever
+/// ENABLE_ROUTE_STICKINESS says.
+fn classifier_settings(
+    args: &Args,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Settings, ConfigErrors> {
+    let mut settings = settings_from_env(env)?;
+    if let Some(p) = &args.profile {
+        settings.route_stickiness_llm_profile = p.clone();
+    }
+    settings.enable_route_stickiness = true;
+    if let Some(n) = args.history_turns {
+        settings.route_stickiness_history_turns = n;
+    }
+    Ok(settings)
 }
 
 /// The classifier request the arguments describe: the message, its locale, the active agent or

@@ -22,8 +22,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::config::agents::load_catalog;
-use crate::config::profiles::{check_profile_references, load_profiles, ModelProfile, Provider};
+use crate::config::profiles::{check_profile_references, load_profiles, ModelProfile};
 use crate::config::settings::settings_from_env;
+use crate::config::skills::SkillProfile;
 use crate::domain::catalog::Catalog;
 use crate::domain::decision::RouterDecision;
 use crate::domain::effect::RouterRequest;
@@ -272,15 +273,15 @@ fn clinc150_domains(path: Option<&std::path::Path>) -> Result<bench::Domains, St
 /// The `--profile` of `--profiles`, which must be an embeddings profile.
 fn embeddings_profile(args: &Clinc150Args) -> Result<ModelProfile, String> {
     let profiles = load_profiles(&args.profiles).map_err(|e| format!("invalid profiles:\n{e}"))?;
-    match profiles.get(&args.profile) {
-        Some(p) if p.provider == Provider::Embeddings => Ok(p.clone()),
-        Some(p) => Err(format!(
+    match SkillProfile::resolve(&args.profile, || "--profile".into(), &profiles) {
+        Ok(SkillProfile::Embeddings { profile, .. }) => Ok(profile),
+        Ok(SkillProfile::Chat(p)) => Err(format!(
             "profile `{}` in {} is a `{}` profile; name an embeddings profile with --profile",
             args.profile,
             args.profiles.display(),
             p.provider.as_str()
         )),
-        None => Err(format!(
+        Err(_) => Err(format!(
             "profile `{}` is not in {} (fix: --profile NAME of an embeddings profile)",
             args.profile,
             args.profiles.display()

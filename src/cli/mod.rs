@@ -12,6 +12,7 @@ pub mod migrate;
 pub mod model_args;
 pub mod replay;
 pub mod run;
+mod run_config;
 pub mod tool_args;
 
 /// Exit code of every command given a configuration, file or argument it cannot use

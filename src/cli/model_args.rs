@@ -5,9 +5,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::config::profiles::Profiles;
+use crate::config::skills::SkillProfiles;
 use crate::domain::catalog::{Catalog, Settings};
 use crate::model::configured::{ConfiguredModel, ConfiguredModelError, EmbeddingsSetup};
-use crate::model::http::OpenAiCompatibleModel;
+use crate::model::http::{ModelConfigError, OpenAiCompatibleModel};
 
 /// Base-URL overrides of the model profiles and the embeddings cache.
 #[derive(Debug, Clone, clap::Args)]
@@ -55,8 +56,11 @@ impl ModelArgs {
                 None => Ok(m),
             }
         };
+        // The one place the skills' profile references are resolved for a decision model.
+        let skills =
+            SkillProfiles::resolve(catalog, settings, &profiles).map_err(ModelConfigError::from)?;
         let llm =
-            OpenAiCompatibleModel::new(catalog.clone(), settings.clone(), profiles.clone(), env)
+            OpenAiCompatibleModel::from_skills(catalog.clone(), settings.clone(), &skills, env)
                 .and_then(chat_setup)?;
         let setup = EmbeddingsSetup {
             base_url: self.embeddings_base_url.clone(),
@@ -67,7 +71,7 @@ impl ModelArgs {
             llm,
             catalog.clone(),
             settings.clone(),
-            profiles,
+            &skills,
             &setup,
             env,
             chat_setup,

@@ -7,20 +7,14 @@ use std::time::Duration;
 
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 
-use crate::config::{
-    agents::load_agents_file,
-    profiles::{check_profile_references, load_profiles, Profiles},
-    settings::settings_from_env,
-    tool_http::ToolHttpSettings,
-};
-use crate::domain::catalog::{Catalog, Settings};
 use crate::model::configured::{ConfiguredModel, ConfiguredModelError};
 use crate::model::embedding::EmbeddingModelError;
 use crate::store::cql::{CqlConfig, ScyllaCheckpointStore};
 use crate::telemetry;
-use crate::worker::{self, listener, Health, Services, WorkerConfig};
+use crate::worker::{self, listener, Health, Services};
 
-use super::model_args::{ModelArgs, ModelConcurrency};
+use super::model_args::ModelArgs;
+use super::run_config::RunConfiguration;
 use super::tool_args::ToolArgs;
 
 pub use super::EXIT_CONFIG;
@@ -58,20 +52,22 @@ pub struct Args {
 pub async fn run(args: Args) -> u8 {
     telemetry::init_logging();
     let env = |k: &str| std::env::var(k).ok();
-    let Configuration {
-        catalog,
-        tool_http,
-        profiles,
-        settings,
-        worker_config,
-    } = match load_configuration(&args, env) {
+    let config = match RunConfiguration::from_env_and_files(&args, env) {
         Ok(c) => c,
         Err(e) => return config_error(&e),
     };
-    let model = match decision_model(&args, &catalog, &settings, profiles, &worker_config).await {
+    let model = match decision_model(&args.model, &config, &env).await {
         Ok(m) => m,
         Err(code) => return code,
     };
+    let RunConfiguration {
+        catalog,
+        tool_http,
+        settings,
+        worker: worker_config,
+        cql,
+        ..
+    } = config;
     let tools = match args.tools.build_gateway(&catalog, tool_http) {
         Ok(t) => t,
         Err(e) => return config_error(&e.to_string()),
@@ -99,11 +95,7 @@ pub async fn run(args: Args) -> u8 {
             }
         };
     tracing::info!(listen = %bound, "Operations listener up (/metrics, /healthz, /readyz).");
-    let cql = match cql_config(&args) {
-        Ok(c) => c,
-        Err(e) => return config_error(&e),
-    };
-    let store = match connect_with_patience(&cql).await {
+    let store = match connect_with_patience(&cql, &args.contact).await {
         Some(s) => s.with_max_concurrency(worker_config.store_max_concurrency),
         None => {
             eprintln!(
@@ -134,61 +126,21 @@ pub async fn run(args: Args) -> u8 {
     }
 }
 
-/// Everything `turnstile run` reads before it connects anywhere.
-struct Configuration {
-    catalog: Arc<Catalog>,
-    tool_http: ToolHttpSettings,
-    profiles: Arc<Profiles>,
-    settings: Arc<Settings>,
-    worker_config: WorkerConfig,
-}
-
-/// The agents file, the profiles (every one the catalog and settings name must exist), the
-/// session-control settings and the worker's settings; `Err`: what is invalid.
-fn load_configuration(
-    args: &Args,
-    env: impl Fn(&str) -> Option<String> + Copy,
-) -> Result<Configuration, String> {
-    let file = load_agents_file(&args.config).map_err(|e| e.to_string())?;
-    let catalog = Arc::new(file.catalog);
-    let profiles = Arc::new(load_profiles(&args.profiles).map_err(|e| e.to_string())?);
-    let mut settings = settings_from_env(env).map_err(|e| e.to_string())?;
-    settings.config_version = crate::record::config_version_of_files(&args.config, &args.profiles)?;
-    let settings = Arc::new(settings);
-    check_profile_references(
-        &catalog,
-        &args.config.display().to_string(),
-        &settings,
-        &profiles,
-    )
-    .map_err(|e| e.to_string())?;
-    let worker_config = WorkerConfig::from_env(env).map_err(|e| e.to_string())?;
-    Ok(Configuration {
-        catalog,
-        tool_http: file.tool_http,
-        profiles,
-        settings,
-        worker_config,
-    })
-}
-
 /// The decision model of every skill, its chat endpoints checked. `Err`: the exit code, after
 /// saying why (an embeddings index that cannot be built is unavailability, the rest configuration).
 async fn decision_model(
-    args: &Args,
-    catalog: &Arc<Catalog>,
-    settings: &Arc<Settings>,
-    profiles: Arc<Profiles>,
-    worker_config: &WorkerConfig,
+    model_args: &ModelArgs,
+    config: &RunConfiguration,
+    env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<ConfiguredModel, u8> {
-    let env = |k: &str| std::env::var(k).ok();
-    let concurrency = ModelConcurrency {
-        chat: Some(worker_config.model_max_concurrency),
-        embeddings: Some(worker_config.embeddings_max_concurrency),
-    };
-    let model = match args
-        .model
-        .build_model(catalog, settings, profiles, &env, concurrency)
+    let model = match model_args
+        .build_model(
+            &config.catalog,
+            &config.settings,
+            config.profiles.clone(),
+            env,
+            config.model_concurrency(),
+        )
         .await
     {
         Ok(m) => m,
@@ -243,39 +195,21 @@ fn install_metrics() -> Result<PrometheusHandle, BuildError> {
         .and_then(|b| b.install_recorder())
 }
 
-/// The checkpoint store's connection settings: `--contact` and `--keyspace`, TLS and password
-/// from the environment (a CA file that cannot be read is an error now, not a minute of retries).
-fn cql_config(args: &Args) -> Result<CqlConfig, String> {
-    let cql = CqlConfig {
-        contact_points: args
-            .contact
-            .split(',')
-            .map(|s| s.trim().to_owned())
-            .collect(),
-        keyspace: args.keyspace.clone(),
-        ..CqlConfig::default()
-    }
-    .with_security_from(|k| std::env::var(k).ok())?;
-    if let Some(Err(e)) = cql.tls.as_ref().map(|t| t.context()) {
-        return Err(e.to_string());
-    }
-    tracing::info!(
-        contact = %args.contact,
-        tls = cql.tls.is_some(),
-        tls_verify_hostname = cql.tls.as_ref().is_some_and(|t| t.verify_hostname),
-        password_auth = cql.username_env.is_some(),
-        "Connecting to the checkpoint store."
-    );
-    Ok(cql)
-}
-
 fn config_error(message: &str) -> u8 {
     eprintln!("turnstile: invalid configuration:\n{message}");
     EXIT_CONFIG
 }
 
 /// The store may still be starting (a pod next to a fresh cluster): try for a minute.
-async fn connect_with_patience(cql: &CqlConfig) -> Option<ScyllaCheckpointStore> {
+/// `contact`: as given, for the log line.
+async fn connect_with_patience(cql: &CqlConfig, contact: &str) -> Option<ScyllaCheckpointStore> {
+    tracing::info!(
+        contact = %contact,
+        tls = cql.tls.is_some(),
+        tls_verify_hostname = cql.tls.as_ref().is_some_and(|t| t.verify_hostname),
+        password_auth = cql.credentials.is_some(),
+        "Connecting to the checkpoint store."
+    );
     let mut delay = Duration::from_millis(250);
     for _ in 0..12 {
         match ScyllaCheckpointStore::connect(cql).await {

@@ -1,11 +1,13 @@
 //! YAML configuration: assistants and tools ([`agents`]), session-control settings by the seed's
-//! environment names ([`settings`], SC-7), model profiles ([`profiles`]) and the tool webhooks'
+//! environment names ([`settings`], SC-7), model profiles ([`profiles`]), the profile and API of each skill, resolved once
+//! ([`skills`]), and the tool webhooks'
 //! transport ([`tool_http`]). Every error names the file, the key path, the problem and the fix;
 //! a file's semantic errors are all reported at once.
 
 pub mod agents;
 pub mod profiles;
 pub mod settings;
+pub mod skills;
 pub mod tool_http;
 
 use std::fmt;

@@ -33,6 +33,24 @@ impl Provider {
             Provider::Embeddings => "embeddings",
         }
     }
+
+    /// The API that answers a profile of this provider: the one place a provider is mapped to
+    /// it (skills get theirs through [`crate::config::skills::SkillProfile`]).
+    pub fn api(self) -> Api {
+        match self {
+            Provider::OciOpenai | Provider::OpenaiCompatible => Api::ChatCompletions,
+            Provider::Embeddings => Api::Embeddings,
+        }
+    }
+}
+
+/// The API a profile speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    /// `POST {base_url}/chat/completions`: an LLM answers with a JSON decision.
+    ChatCompletions,
+    /// `POST {base_url}/embeddings`: decided by comparing with example utterances.
+    Embeddings,
 }
 
 /// One named model profile.
@@ -158,7 +176,7 @@ fn profile_of(
             "name the model, e.g. openai.gpt-4.1-mini",
         );
     }
-    let embeddings = p.provider == Provider::Embeddings;
+    let embeddings = p.provider.api() == Api::Embeddings;
     let temperature = match p.temperature {
         Some(t) if !t.is_finite() || !(0.0..=2.0).contains(&t) => {
             err(
@@ -317,7 +335,7 @@ fn check_escalations(
                 format!("profile `{target}` is not defined"),
                 "name a chat profile of this file (provider oci_openai or openai_compatible)",
             )),
-            Some(t) if t.provider == Provider::Embeddings => errors.push(ConfigError::new(
+            Some(t) if t.provider.api() == Api::Embeddings => errors.push(ConfigError::new(
                 file_label,
                 format!("profiles.{name}.escalate_to"),
                 format!("profile `{target}` is an embeddings profile too"),
@@ -357,7 +375,7 @@ pub fn check_profile_references(
     let is_embeddings = |name: &str| {
         profiles
             .get(name)
-            .is_some_and(|p| p.provider == Provider::Embeddings)
+            .is_some_and(|p| p.provider.api() == Api::Embeddings)
     };
     let classifier_embeddings =
         settings.enable_route_stickiness && is_embeddings(&settings.route_stickiness_llm_profile);

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use metrics::counter;
 
-use crate::config::profiles::{Profiles, Provider};
+use crate::config::skills::{SkillProfile, SkillProfiles};
 use crate::domain::catalog::{Catalog, Settings};
 use crate::domain::decision::{
     ClassifierDecision, InterpreterDecision, ModelAnswer, RouterDecision, Skill,
@@ -45,8 +45,8 @@ pub struct ConfiguredModel {
     llm: OpenAiCompatibleModel,
     /// The chat model with every escalating embeddings profile replaced by its `escalate_to`.
     escalation: Option<OpenAiCompatibleModel>,
-    embeddings: Arc<BTreeMap<String, EmbeddingModel>>,
-    profiles: Arc<Profiles>,
+    /// By profile name: the fitted model, and whether the profile escalates.
+    embeddings: Arc<BTreeMap<String, (EmbeddingModel, bool)>>,
     catalog: Arc<Catalog>,
     settings: Arc<Settings>,
 }
@@ -69,43 +69,50 @@ pub enum ConfiguredModelError {
 }
 
 impl ConfiguredModel {
-    /// `llm` is the chat model built from the same catalog, settings and profiles (with its
-    /// base-URL override and concurrency cap applied by the caller).
+    /// `llm` is the chat model built from the same catalog, settings and `skills` (with its
+    /// base-URL override and concurrency cap applied by the caller); the embeddings profiles of
+    /// `skills` in use are fitted here, and the escalation model built when one escalates.
     pub async fn build(
         llm: OpenAiCompatibleModel,
         catalog: Arc<Catalog>,
         settings: Arc<Settings>,
-        profiles: Arc<Profiles>,
+        skills: &SkillProfiles,
         setup: &EmbeddingsSetup,
         env: &dyn Fn(&str) -> Option<String>,
         escalation_override: impl Fn(
             OpenAiCompatibleModel,
         ) -> Result<OpenAiCompatibleModel, ModelConfigError>,
     ) -> Result<ConfiguredModel, ConfiguredModelError> {
-        let mut used: Vec<&str> = Vec::new();
-        if settings.enable_route_stickiness {
-            used.push(&settings.route_stickiness_llm_profile);
-        }
-        for a in catalog.assistants.values() {
-            used.push(&a.router_profile);
-            used.push(&a.interpreter_profile);
-        }
+        // In the order the skills are named: the classifier (when called), then each assistant's.
+        let classifier = skills
+            .classifier
+            .as_ref()
+            .filter(|_| settings.enable_route_stickiness);
+        let used = classifier
+            .into_iter()
+            .chain(catalog.assistants.values().flat_map(|a| {
+                [&a.router_profile, &a.interpreter_profile]
+                    .into_iter()
+                    .filter_map(|name| skills.assistant_profile(name))
+            }));
         let mut embeddings = BTreeMap::new();
-        let mut escalates = false;
         // One pool: the profiles of a process normally share one embeddings server.
         let slots = setup
             .max_concurrency
             .map(|n| Arc::new(tokio::sync::Semaphore::new(n.max(1))));
-        for name in used {
-            let Some(p) = profiles.get(name) else {
+        for skill in used {
+            let SkillProfile::Embeddings {
+                profile,
+                escalate_to,
+            } = skill
+            else {
                 continue;
             };
-            if p.provider != Provider::Embeddings || embeddings.contains_key(name) {
+            if embeddings.contains_key(&profile.name) {
                 continue;
             }
-            escalates |= p.escalate_to.is_some();
             let model = EmbeddingModel::build(
-                p,
+                profile,
                 setup.base_url.as_deref(),
                 catalog.clone(),
                 setup.cache_dir.clone(),
@@ -113,24 +120,15 @@ impl ConfiguredModel {
                 env,
             )
             .await?;
-            embeddings.insert(name.to_owned(), model);
+            embeddings.insert(profile.name.clone(), (model, escalate_to.is_some()));
         }
-        let escalation = if escalates {
-            let to = |name: &str| {
-                profiles
-                    .get(name)
-                    .and_then(|p| p.escalate_to.clone())
-                    .unwrap_or_else(|| name.to_owned())
-            };
-            let mut s = (*settings).clone();
-            s.route_stickiness_llm_profile = to(&s.route_stickiness_llm_profile);
-            let mut c = (*catalog).clone();
-            for a in c.assistants.values_mut() {
-                a.router_profile = to(&a.router_profile);
-                a.interpreter_profile = to(&a.interpreter_profile);
-            }
-            let model =
-                OpenAiCompatibleModel::new(Arc::new(c), Arc::new(s), profiles.clone(), env)?;
+        let escalation = if embeddings.values().any(|(_, escalates)| *escalates) {
+            let model = OpenAiCompatibleModel::from_skills(
+                catalog.clone(),
+                settings.clone(),
+                &skills.escalated(),
+                env,
+            )?;
             Some(escalation_override(model)?)
         } else {
             None
@@ -139,7 +137,6 @@ impl ConfiguredModel {
             llm,
             escalation,
             embeddings: Arc::new(embeddings),
-            profiles,
             catalog,
             settings,
         })
@@ -155,13 +152,8 @@ impl ConfiguredModel {
     }
 
     fn embeddings_for(&self, profile: &str) -> Option<(&EmbeddingModel, bool)> {
-        let model = self.embeddings.get(profile)?;
-        let escalates = self
-            .profiles
-            .get(profile)
-            .is_some_and(|p| p.escalate_to.is_some())
-            && self.escalation.is_some();
-        Some((model, escalates))
+        let (model, escalates) = self.embeddings.get(profile)?;
+        Some((model, *escalates && self.escalation.is_some()))
     }
 
     fn router_profile(&self, assistant: &str) -> &str {

@@ -38,7 +38,8 @@ use std::time::Duration;
 
 use self::endpoint::{http_client, resolve_target, Endpoint};
 use self::exchange::unavailable;
-use crate::config::profiles::{Profiles, Provider};
+use crate::config::profiles::Profiles;
+use crate::config::skills::{SkillProfile, SkillProfiles, UnknownProfile};
 use crate::domain::catalog::{Assistant, Catalog, Settings};
 use crate::domain::decision::{
     ClassifierDecision, InterpreterDecision, ModelAnswer, RouterDecision, Skill,
@@ -86,6 +87,16 @@ pub enum ModelConfigError {
     Client(String),
 }
 
+impl From<UnknownProfile> for ModelConfigError {
+    fn from(e: UnknownProfile) -> Self {
+        ModelConfigError::UnknownProfile {
+            profile: e.profile,
+            used_by: e.used_by,
+            known: e.known,
+        }
+    }
+}
+
 /// One model call as it happened: for the `classify` command and diagnostics.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RawAnswer<T> {
@@ -131,50 +142,35 @@ impl fmt::Debug for OpenAiCompatibleModel {
 
 impl OpenAiCompatibleModel {
     /// Resolves the classifier profile (`ROUTE_STICKINESS_LLM_PROFILE`) and every assistant's
-    /// router and interpreter profiles, reading each API key once through `env`.
+    /// router and interpreter profiles ([`SkillProfiles::resolve`]), then
+    /// [`Self::from_skills`].
     pub fn new(
         catalog: Arc<Catalog>,
         settings: Arc<Settings>,
         profiles: Arc<Profiles>,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, ModelConfigError> {
-        let known = || profiles.names();
-        let classifier_name = &settings.route_stickiness_llm_profile;
-        let classifier = match profiles.get(classifier_name) {
-            // Served by `ConfiguredModel`'s embeddings model, not over chat completions.
-            Some(p) if p.provider == Provider::Embeddings => None,
-            Some(p) => Some(Endpoint::new(p, &env)?),
-            // With stickiness off the classifier is never called (SC-7).
-            None if !settings.enable_route_stickiness => None,
-            None => {
-                return Err(ModelConfigError::UnknownProfile {
-                    profile: classifier_name.clone(),
-                    used_by: crate::config::settings::ROUTE_STICKINESS_LLM_PROFILE.into(),
-                    known: known(),
-                })
-            }
+        let skills = SkillProfiles::resolve(&catalog, &settings, &profiles)?;
+        Self::from_skills(catalog, settings, &skills, env)
+    }
+
+    /// The chat-completions endpoint of every skill whose profile is a chat one, reading each
+    /// API key once through `env`. The embeddings ones are `ConfiguredModel`'s.
+    pub fn from_skills(
+        catalog: Arc<Catalog>,
+        settings: Arc<Settings>,
+        skills: &SkillProfiles,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ModelConfigError> {
+        let classifier = match &skills.classifier {
+            Some(SkillProfile::Chat(p)) => Some(Endpoint::new(p, &env)?),
+            // Embeddings: served by `ConfiguredModel`; none: stickiness is off (SC-7).
+            Some(SkillProfile::Embeddings { .. }) | None => None,
         };
         let mut endpoints = BTreeMap::new();
-        for (id, assistant) in &catalog.assistants {
-            for (role, name) in [
-                ("router", &assistant.router_profile),
-                ("interpreter", &assistant.interpreter_profile),
-            ] {
-                if endpoints.contains_key(name) {
-                    continue;
-                }
-                let profile =
-                    profiles
-                        .get(name)
-                        .ok_or_else(|| ModelConfigError::UnknownProfile {
-                            profile: name.clone(),
-                            used_by: format!("assistants.{id}.profiles.{role}"),
-                            known: known(),
-                        })?;
-                if profile.provider == Provider::Embeddings {
-                    continue;
-                }
-                endpoints.insert(name.clone(), Endpoint::new(profile, &env)?);
+        for (name, skill) in &skills.assistants {
+            if let SkillProfile::Chat(p) = skill {
+                endpoints.insert(name.clone(), Endpoint::new(p, &env)?);
             }
         }
         let client = http_client(usize::MAX)?;

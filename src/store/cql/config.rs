@@ -20,9 +20,9 @@ pub struct CqlConfig {
     pub retention_days: u32,
     /// CQL replication map for `CREATE KEYSPACE`, applied at migrate time.
     pub replication: String,
-    /// Names of the environment variables holding credentials, so secrets never sit in config.
-    pub username_env: Option<String>,
-    pub password_env: Option<String>,
+    /// Password authentication, its values read from the environment (never from a file or an
+    /// argument) by whoever builds the configuration; `None`: no authentication.
+    pub credentials: Option<CqlCredentials>,
     /// TLS to the nodes (`TURNSTILE_CQL_TLS_*`); `None`: plaintext.
     pub tls: Option<CqlTls>,
     pub read_consistency: Consistency,
@@ -38,8 +38,7 @@ impl Default for CqlConfig {
             request_timeout_ms: DEFAULT_REQUEST_TIMEOUT_MS,
             retention_days: DEFAULT_RETENTION_DAYS,
             replication: DEFAULT_REPLICATION.to_owned(),
-            username_env: None,
-            password_env: None,
+            credentials: None,
             tls: None,
             read_consistency: Consistency::LocalQuorum,
             write_consistency: Consistency::LocalQuorum,
@@ -52,14 +51,45 @@ impl Default for CqlConfig {
 pub const USERNAME_VAR: &str = "TURNSTILE_CQL_USERNAME";
 pub const PASSWORD_VAR: &str = "TURNSTILE_CQL_PASSWORD";
 
+/// The user name and password the store authenticates with; `Debug` never shows the password.
+#[derive(Clone, PartialEq, Eq)]
+pub struct CqlCredentials {
+    pub username: String,
+    /// `None`: `TURNSTILE_CQL_PASSWORD` is not set, and connecting fails saying so.
+    pub password: Option<String>,
+}
+
+impl std::fmt::Debug for CqlCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CqlCredentials")
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+impl CqlCredentials {
+    /// The password, or the error that names its missing variable.
+    pub(super) fn password(&self) -> Result<&str, StoreError> {
+        self.password.as_deref().ok_or_else(|| {
+            StoreError::rejected(format!(
+                "credential environment variable {PASSWORD_VAR} is not set"
+            ))
+        })
+    }
+}
+
 impl CqlConfig {
     /// Password authentication when `TURNSTILE_CQL_USERNAME` is set (with
     /// `TURNSTILE_CQL_PASSWORD`); `env` is the process environment in production.
     pub fn with_credentials_from(mut self, env: impl Fn(&str) -> Option<String>) -> Self {
-        if env(USERNAME_VAR).is_some_and(|u| !u.is_empty()) {
-            self.username_env = Some(USERNAME_VAR.to_owned());
-            self.password_env = Some(PASSWORD_VAR.to_owned());
-        }
+        self.credentials =
+            env(USERNAME_VAR)
+                .filter(|u| !u.is_empty())
+                .map(|username| CqlCredentials {
+                    username,
+                    password: env(PASSWORD_VAR),
+                });
         self
     }
 
@@ -115,11 +145,6 @@ impl CqlConfig {
     }
 }
 
-pub(super) fn env_credential(name: &str) -> Result<String, StoreError> {
-    std::env::var(name).map_err(|_| {
-        StoreError::rejected(format!("credential environment variable {name} is not set"))
-    })
-}
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,13 +152,22 @@ mod tests {
     #[test]
     fn credentials_come_from_the_environment_only_when_a_username_is_set() {
         let none = CqlConfig::default().with_credentials_from(|_| None);
-        assert_eq!((none.username_env, none.password_env), (None, None));
+        assert_eq!(none.credentials, None);
         let empty = CqlConfig::default().with_credentials_from(|_| Some(String::new()));
-        assert_eq!(empty.username_env, None);
+        assert_eq!(empty.credentials, None);
         let set = CqlConfig::default()
             .with_credentials_from(|k| (k == USERNAME_VAR).then(|| "turnstile".to_owned()));
-        assert_eq!(set.username_env.as_deref(), Some("TURNSTILE_CQL_USERNAME"));
-        assert_eq!(set.password_env.as_deref(), Some("TURNSTILE_CQL_PASSWORD"));
+        let credentials = set.credentials.expect("a user name is set");
+        assert_eq!(credentials.username, "turnstile");
+        let missing = credentials.password().expect_err("no password");
+        assert!(missing.to_string().contains(PASSWORD_VAR), "{missing}");
+        let both = CqlConfig::default().with_credentials_from(|k| Some(format!("{k}-value")));
+        let credentials = both.credentials.expect("set");
+        assert_eq!(
+            credentials.password().ok(),
+            Some("TURNSTILE_CQL_PASSWORD-value")
+        );
+        assert!(!format!("{credentials:?}").contains("PASSWORD-value"));
     }
 
     #[test]

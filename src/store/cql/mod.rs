@@ -24,7 +24,7 @@ mod schema;
 mod session;
 mod tls;
 
-pub use config::{CqlConfig, PASSWORD_VAR, USERNAME_VAR};
+pub use config::{CqlConfig, CqlCredentials, PASSWORD_VAR, USERNAME_VAR};
 use errors::*;
 use session::*;
 pub use tls::{

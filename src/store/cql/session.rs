@@ -1,7 +1,6 @@
 //! Driver session setup: building the session (contact points, DC-aware routing, timeouts,
 //! credentials) and preparing statements, with the short bounded start-up retries.
 
-use super::config::env_credential;
 use super::*;
 
 pub(super) async fn build_session(cfg: &CqlConfig) -> Result<Session, StoreError> {
@@ -21,13 +20,8 @@ pub(super) async fn build_session(cfg: &CqlConfig) -> Result<Session, StoreError
         .known_nodes(&cfg.contact_points)
         .connection_timeout(cfg.request_timeout())
         .default_execution_profile_handle(profile.into_handle());
-    if let Some(user_env) = &cfg.username_env {
-        let user = env_credential(user_env)?;
-        let password = match &cfg.password_env {
-            Some(p) => env_credential(p)?,
-            None => String::new(),
-        };
-        builder = builder.user(user, password);
+    if let Some(credentials) = &cfg.credentials {
+        builder = builder.user(&credentials.username, credentials.password()?);
     }
     if let Some(tls) = &cfg.tls {
         builder = builder.tls_context(Some(tls.context()?));
