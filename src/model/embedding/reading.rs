@@ -1,0 +1,389 @@
+//! How the labels the head ranks become decisions (pure functions, see the module doc of
+//! [`super`]): the classifier's, the router's and the interpreter's readings, and the router's
+//! second looks at a message's segments and values.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::{ExampleIndex, Label};
+use crate::domain::catalog::{Assistant, Tool};
+use crate::domain::confirmation::{self, Confirmation};
+use crate::domain::decision::{
+    ClassifierDecision, InterpreterAct, InterpreterDecision, RouterDecision, SessionControl,
+};
+use crate::domain::effect::InterpreterRequest;
+use crate::domain::locale::Locale;
+use crate::domain::parameter;
+use crate::domain::transaction::TransactionStatus;
+use crate::domain::withdrawal;
+
+pub(super) fn agent_of<'a>(assistant: Option<&'a Assistant>, tool: &str) -> Option<&'a str> {
+    assistant?.tools.get(tool).map(|t| t.agent.as_str())
+}
+
+/// The classifier's reading of ranked labels (see the module doc).
+///
+/// `CONTINUE` is the transaction's own tool (and the cancel examples) while one is active, so
+/// another tool of the same agent (`show me the bill` during a contestation) is a `ROUTE` the
+/// router decides; with an agent active but no transaction, that agent's tools.
+pub fn classify_from(
+    ranked: &[(&Label, f32)],
+    assistant: Option<&Assistant>,
+    active_agent: Option<&str>,
+    active_tool: Option<&str>,
+) -> ClassifierDecision {
+    let mut p = [0.0f64; 4]; // continue, route, handoff, end
+    for (label, prob) in ranked {
+        let prob = f64::from(*prob);
+        let slot = match label {
+            Label::HumanHandoff => 2,
+            Label::EndSession => 3,
+            Label::Cancel if active_agent.is_some() => 0,
+            // While a transaction is active: its own tool continues, any other routes.
+            Label::Tool(t) if Some(t.as_str()) == active_tool => 0,
+            Label::Tool(_) if active_tool.is_some() => 1,
+            Label::Tool(t) if active_agent.is_some() && agent_of(assistant, t) == active_agent => 0,
+            _ => 1,
+        };
+        p[slot] += prob;
+    }
+    let decisions = [
+        SessionControl::Continue,
+        SessionControl::Route,
+        SessionControl::HumanHandoff,
+        SessionControl::EndSession,
+    ];
+    let (best, confidence) =
+        p.iter().enumerate().fold(
+            (1, f64::MIN),
+            |acc, (i, &v)| if v > acc.1 { (i, v) } else { acc },
+        );
+    ClassifierDecision {
+        decision: decisions[best],
+        confidence: round(confidence),
+    }
+}
+
+/// The router's reading of ranked labels.
+///
+/// The router is asked only after session control chose a route (SC-4), so the handoff and end
+/// labels are not among its answers, nor the in-transaction cancel when no transaction is
+/// active: its probabilities are those of the labels that remain, renormalised (a conditional
+/// probability: `quero cancelar` is the order cancellation, not "abandon what is in flight").
+/// When a tool is the most probable reading, the topics (PR-3a questions, SC-9 conversational
+/// intents) leave the normalisation too, so adding topics does not lower a request's
+/// confidence — except the questions about that tool, which a request must be told from; a
+/// topic decides only when it is itself the most probable reading.
+pub fn route_from(
+    ranked: &[(&Label, f32)],
+    assistant: Option<&Assistant>,
+    in_transaction: bool,
+) -> RouterDecision {
+    let routable = |l: &Label| match l {
+        Label::HumanHandoff | Label::EndSession => false,
+        Label::Cancel => in_transaction,
+        _ => true,
+    };
+    // A request is weighed against the other requests (and "none of these"), not against the
+    // topics: a topic that is not the most probable reading takes no confidence from a tool.
+    // Questions about that same tool stay: telling a request from a question about it is the
+    // decision PR-3a asks for (`I want to pay my bill` is no request to see it).
+    let top_tool = ranked
+        .iter()
+        .find(|(l, _)| routable(l))
+        .and_then(|(l, _)| match l {
+            Label::Tool(t) => Some(t.as_str()),
+            _ => None,
+        });
+    let routable = |l: &Label| {
+        routable(l)
+            && match (top_tool, l) {
+                (Some(top), Label::Topic { tool, .. }) => tool.as_deref() == Some(top),
+                _ => true,
+            }
+    };
+    let mass: f32 = ranked
+        .iter()
+        .filter(|(l, _)| routable(l))
+        .map(|(_, p)| p)
+        .sum();
+    let ranked: Vec<(&Label, f32)> = ranked
+        .iter()
+        .filter(|(l, _)| routable(l))
+        .map(|(l, p)| (*l, if mass > 0.0 { p / mass } else { 0.0 }))
+        .collect();
+    match ranked.first() {
+        Some((Label::Tool(tool), p)) => match agent_of(assistant, tool) {
+            Some(agent) => RouterDecision::Route {
+                agent: agent.to_owned(),
+                intent: Some(tool.clone()),
+                confidence: round(f64::from(*p)),
+                arguments: BTreeMap::new(),
+            },
+            None => RouterDecision::OutOfScope { confidence: 0.0 },
+        },
+        // SC-9: small talk is answered without touching anything whichever of the
+        // conversational intents it is (`ok thanks` is thanks or an acknowledgement), so the
+        // confidence is that of "a conversational intent": their probabilities together. A
+        // question about a tool (PR-3a) has an answer of its own and stands alone.
+        Some((Label::Topic { tool: None, name }, _)) => RouterDecision::Topic {
+            tool: None,
+            topic: name.clone(),
+            confidence: round(
+                ranked
+                    .iter()
+                    .filter(|(l, _)| matches!(l, Label::Topic { tool: None, .. }))
+                    .map(|(_, p)| f64::from(*p))
+                    .sum(),
+            ),
+        },
+        // A question about a tool, read more as the question than as the request: the message
+        // is about that tool as surely as the two together, and of the two it asks the question
+        // (`is that including the late fee?` — items 0.72, the bill 0.27).
+        Some((Label::Topic { tool, name }, p)) => RouterDecision::Topic {
+            tool: tool.clone(),
+            topic: name.clone(),
+            confidence: round(
+                f64::from(*p)
+                    + ranked
+                        .iter()
+                        .filter(|(l, _)| matches!(l, Label::Tool(t) if Some(t) == tool.as_ref()))
+                        .map(|(_, q)| f64::from(*q))
+                        .sum::<f64>(),
+            ),
+        },
+        Some((_, p)) => RouterDecision::OutOfScope {
+            confidence: round(f64::from(*p)),
+        },
+        None => RouterDecision::OutOfScope { confidence: 0.0 },
+    }
+}
+
+/// The interpreter's reading of ranked labels.
+pub fn interpret_from(
+    ranked: &[(&Label, f32)],
+    request: &InterpreterRequest,
+    asked_value: Option<(String, Value)>,
+) -> InterpreterDecision {
+    let active_tool = request.transaction.tool.as_str();
+    let unclear = |confidence: f64| InterpreterDecision {
+        act: InterpreterAct::Unclear,
+        arguments: BTreeMap::new(),
+        confidence: round(confidence),
+    };
+    let Some((top, top_p)) = ranked.first() else {
+        return unclear(0.0);
+    };
+    let answer = confirmation::recognise(&request.message);
+    // PR-6: a confirmation pending and a first clause that plainly refuses (`nope, let me check
+    // with my wife first`, `melhor não, vou esperar`): a refusal, which is always safe.
+    let awaiting = request.transaction.status == TransactionStatus::AwaitingConfirmation;
+    if awaiting && confirmation::refuses_first(&request.message, &[]) {
+        return InterpreterDecision {
+            act: InterpreterAct::Deny,
+            arguments: BTreeMap::new(),
+            confidence: 1.0,
+        };
+    }
+    // PR-2: a first clause that plainly withdraws (`never mind, I'll just pick it up myself`):
+    // the reason after it must not drag the reading elsewhere.
+    if withdrawal::withdraws_first(&request.message, &[]) {
+        return InterpreterDecision {
+            act: InterpreterAct::Cancel,
+            arguments: BTreeMap::new(),
+            confidence: 1.0,
+        };
+    }
+    // An affirmation (`go ahead`, `sim`) is never read as abandoning the transaction.
+    // A message with a number in it is an answer or a correction, not an abandonment.
+    let has_digit = request.message.chars().any(|c| c.is_ascii_digit());
+    if **top == Label::Cancel && answer != Some(Confirmation::Affirm) && !has_digit {
+        return InterpreterDecision {
+            act: InterpreterAct::Cancel,
+            arguments: BTreeMap::new(),
+            confidence: round(f64::from(*top_p)),
+        };
+    }
+    let free_text = request.parameters.iter().find(|p| {
+        p.type_name == "text" && request.transaction.missing_parameters.contains(&p.name)
+    });
+    // The free-text parameter is the one asked for: a description is its answer unless it is
+    // read as a session decision, or as another request or topic with confidence.
+    // An asked value read in the message counts as the answer in the same way.
+    let asked = asked_value.is_some()
+        || free_text
+            .is_some_and(|p| request.transaction.missing_parameters.first() == Some(&p.name));
+    let other = |label: &Label, p: f32| match label {
+        // A number is an answer or a correction, never an abandonment (see above).
+        Label::Cancel => !has_digit,
+        Label::HumanHandoff | Label::EndSession => true,
+        Label::Tool(t) if t == active_tool => false,
+        Label::Tool(_) | Label::Topic { .. } => !asked || p >= 0.9,
+        Label::OutOfScope => false,
+    };
+    let other_decision: f64 = ranked
+        .iter()
+        .filter(|(l, p)| other(l, *p))
+        .map(|(_, p)| f64::from(*p))
+        .sum();
+    // A bare yes or no is no reason or description (the recogniser reads it as an answer).
+    let read_as_other = answer.is_some() || other(top, *top_p);
+    if let (Some((name, value)), false) = (asked_value, read_as_other) {
+        // The asked parameter's value, read in a sentence PR-1 did not take as an answer.
+        return InterpreterDecision {
+            act: InterpreterAct::Provide,
+            arguments: BTreeMap::from([(name, value)]),
+            confidence: round(1.0 - other_decision),
+        };
+    }
+    match free_text {
+        Some(param) if !read_as_other && !request.message.trim().is_empty() => {
+            InterpreterDecision {
+                act: InterpreterAct::Provide,
+                arguments: BTreeMap::from([(
+                    param.name.clone(),
+                    Value::String(request.message.trim().to_owned()),
+                )]),
+                confidence: round(1.0 - other_decision),
+            }
+        }
+        _ => unclear(f64::from(*top_p)),
+    }
+}
+
+/// PR-3a: during a transaction, a question that another tool also answers (`will I get my money
+/// back?` during a contestation) is about the transaction in progress: its probability goes to
+/// the active tool's question of the same name.
+pub(super) fn toward_active_tool<'l>(
+    ranked: Vec<(&'l Label, f32)>,
+    active: Option<&str>,
+) -> Vec<(&'l Label, f32)> {
+    let Some(active) = active else {
+        return ranked;
+    };
+    let own = |name: &str| {
+        ranked.iter().map(|(l, _)| *l).find(
+            |l| matches!(l, Label::Topic { tool: Some(t), name: n } if t == active && n == name),
+        )
+    };
+    let mut out: Vec<(&Label, f32)> = Vec::with_capacity(ranked.len());
+    for (label, p) in &ranked {
+        let target = match label {
+            Label::Topic {
+                tool: Some(t),
+                name,
+            } if t != active => own(name).unwrap_or(label),
+            _ => label,
+        };
+        match out.iter_mut().find(|(l, _)| *l == target) {
+            Some((_, q)) => *q += p,
+            None => out.push((target, *p)),
+        }
+    }
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+    out
+}
+
+/// What the router needs to read one text of a message against the assistant's examples.
+pub(super) struct SegmentReading<'a> {
+    pub(super) assistant: Option<&'a Assistant>,
+    pub(super) in_transaction: bool,
+    pub(super) active: Option<&'a str>,
+    pub(super) index: &'a ExampleIndex,
+}
+
+impl SegmentReading<'_> {
+    /// The router's decision on `x`, and the probability that it is a session action.
+    pub(super) fn decide(&self, x: &[f32]) -> (RouterDecision, f32) {
+        let ranked = toward_active_tool(self.index.rank(x), self.active);
+        let session = ranked
+            .iter()
+            .filter(|(l, _)| matches!(l, Label::HumanHandoff | Label::EndSession))
+            .map(|(_, p)| p)
+            .sum();
+        (
+            route_from(&ranked, self.assistant, self.in_transaction),
+            session,
+        )
+    }
+}
+
+impl SegmentReading<'_> {
+    /// A value of a form only some tools take (a dashed CEP, a prefixed id, money with its
+    /// marker) says the request is one of them: when the most probable request reads a value in
+    /// the message, the tools that read none leave the normalisation (`meu cep novo é
+    /// 88015-600, preciso que o pedido vá pra lá`: the address change, 0.75 with the bill and the
+    /// tracking beside it). Like the other second looks, it may make the message's own request
+    /// surer, never name another one.
+    pub(super) fn decide_given_values(
+        &self,
+        x: &[f32],
+        text: &str,
+        locale: Locale,
+    ) -> RouterDecision {
+        let ranked = toward_active_tool(self.index.rank(x), self.active);
+        let plain = route_from(&ranked, self.assistant, self.in_transaction);
+        let Some(top) = intent_of(&plain) else {
+            return plain;
+        };
+        let reads = |tool: &str| {
+            self.assistant
+                .and_then(|a| a.tools.get(tool))
+                .is_some_and(|t| reads_a_value(t, text, locale))
+        };
+        if !reads(top) {
+            return plain;
+        }
+        let kept: Vec<(&Label, f32)> = ranked
+            .into_iter()
+            .filter(|(l, _)| match l {
+                Label::Tool(t) => reads(t),
+                _ => true,
+            })
+            .collect();
+        let given = route_from(&kept, self.assistant, self.in_transaction);
+        if intent_of(&given) == Some(top) && confidence_of(&given) > confidence_of(&plain) {
+            given
+        } else {
+            plain
+        }
+    }
+}
+
+/// Whether the typed parsers clearly read one of `tool`'s parameters in `text` (PR-1's reading:
+/// a distinctive form anywhere, a plain one only alone).
+pub(super) fn reads_a_value(tool: &Tool, text: &str, locale: Locale) -> bool {
+    let params: Vec<parameter::LabelledParameter<'_>> = tool
+        .parameters
+        .iter()
+        .map(|p| parameter::LabelledParameter {
+            name: &p.name,
+            kind: &p.kind,
+            labels: &[],
+        })
+        .collect();
+    !parameter::extract_clear(&params, text, locale)
+        .values
+        .is_empty()
+}
+
+pub(super) fn intent_of(decision: &RouterDecision) -> Option<&str> {
+    match decision {
+        RouterDecision::Route { intent, .. } => intent.as_deref(),
+        _ => None,
+    }
+}
+
+pub(super) fn confidence_of(decision: &RouterDecision) -> f64 {
+    match decision {
+        RouterDecision::Route { confidence, .. }
+        | RouterDecision::Topic { confidence, .. }
+        | RouterDecision::OutOfScope { confidence } => *confidence,
+    }
+}
+
+/// Confidences are reported to 4 decimals: stable in logs and answer logs across platforms.
+pub(super) fn round(p: f64) -> f64 {
+    (p.clamp(0.0, 1.0) * 10_000.0).round() / 10_000.0
+}

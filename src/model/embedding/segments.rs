@@ -1,0 +1,86 @@
+//! A message's parts as the embeddings model reads them apart: sentences, comma clauses, the
+//! last clause, and how many number-like tokens it holds.
+
+/// The sentences of a message (split at `.`, `!`, `?`, `;` followed by a space or the end),
+/// those of two words or more; none when the message is one sentence.
+pub(super) fn sentences(message: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut chars = message.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        let ends = matches!(c, '.' | '!' | '?' | ';')
+            && chars.peek().is_none_or(|(_, next)| next.is_whitespace());
+        if ends || chars.peek().is_none() {
+            let end = if ends { i } else { i + c.len_utf8() };
+            let sentence = message[start..end].trim();
+            if sentence.split_whitespace().count() >= 2 {
+                out.push(sentence);
+            }
+            start = i + c.len_utf8();
+        }
+    }
+    if out.len() < 2 {
+        out.clear();
+    }
+    out
+}
+
+/// The sentences of a message of several (those of two words or more), else the comma clauses
+/// of its one sentence (a comma followed by a space: `1.050,00` is one number); never the whole
+/// message.
+pub(super) fn segments(message: &str) -> Vec<&str> {
+    let sentences = sentences(message);
+    if !sentences.is_empty() {
+        return sentences;
+    }
+    let trimmed = message.trim().trim_end_matches(['.', '!', '?', ';']);
+    let mut clauses = Vec::new();
+    let mut start = 0;
+    for (i, _) in trimmed.match_indices(',') {
+        if trimmed[i + 1..].starts_with(char::is_whitespace) {
+            clauses.push(&trimmed[start..i]);
+            start = i + 1;
+        }
+    }
+    if clauses.is_empty() {
+        return Vec::new();
+    }
+    clauses.push(&trimmed[start..]);
+    clauses.into_iter().map(str::trim).collect()
+}
+
+pub(super) fn two_words_or_more(segment: &&str) -> bool {
+    segment.split_whitespace().count() >= 2
+}
+
+/// The last clause of a message of several (split at `,` `.` `!` `;`), however short.
+pub(super) fn last_clause(message: &str) -> Option<&str> {
+    let (head, tail) = message
+        .trim()
+        .trim_end_matches(['.', '!', ';', ','])
+        .rsplit_once([',', '.', '!', ';'])?;
+    let tail = tail.trim();
+    (!head.trim().is_empty() && !tail.is_empty()).then_some(tail)
+}
+
+/// Runs of digits (with the separators inside a number: `1.050,00`, `01310-100`, `PED-1001`
+/// counts once) in a message.
+pub(super) fn number_like_tokens(message: &str) -> usize {
+    let mut count = 0;
+    let mut in_token = false;
+    let mut chars = message.chars().peekable();
+    while let Some(c) = chars.next() {
+        let joins = matches!(c, '.' | ',' | '-' | '/')
+            && in_token
+            && chars.peek().is_some_and(char::is_ascii_digit);
+        if c.is_ascii_digit() {
+            if !in_token {
+                count += 1;
+            }
+            in_token = true;
+        } else if !joins {
+            in_token = false;
+        }
+    }
+    count
+}
