@@ -40,6 +40,27 @@ fn random_u32() -> u32 {
     h.finish() as u32
 }
 
+/// A keyspace of this run's own, migrated, and the store connected to it.
+async fn fresh_keyspace() -> (String, ScyllaCheckpointStore) {
+    let keyspace = format!(
+        "turnstile_test_{}_{:08x}",
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+        random_u32()
+    );
+    let cfg = config(&keyspace);
+    if let Err(e) = ScyllaCheckpointStore::migrate(&cfg).await {
+        panic!(
+            "cannot migrate on Cassandra at {}: {e}; start it with `bash scripts/services.sh up`",
+            contact()
+        );
+    }
+    let store = ScyllaCheckpointStore::connect(&cfg).await.unwrap();
+    (keyspace, store)
+}
+
 fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -112,22 +133,7 @@ async fn play(store: &ScyllaCheckpointStore, identity: &Identity) {
 
 #[tokio::test]
 async fn records_in_cql_replay_exactly_export_as_a_passing_scenario_and_show_tampering() {
-    let keyspace = format!(
-        "turnstile_test_{}_{:08x}",
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_secs(),
-        random_u32()
-    );
-    let cfg = config(&keyspace);
-    if let Err(e) = ScyllaCheckpointStore::migrate(&cfg).await {
-        panic!(
-            "cannot migrate on Cassandra at {}: {e}; start it with `bash scripts/services.sh up`",
-            contact()
-        );
-    }
-    let store = ScyllaCheckpointStore::connect(&cfg).await.unwrap();
+    let (keyspace, store) = fresh_keyspace().await;
     let identity = Identity::new("t1", "retail-bot", &format!("s-{:08x}", random_u32()));
     play(&store, &identity).await;
 
@@ -281,17 +287,7 @@ async fn redeciding_with_a_moved_example_lists_the_conversations_it_changes() {
     let embeddings = std::env::var("EMBEDDINGS_BASE_URL")
         .unwrap_or_else(|_| "http://127.0.0.1:8000/v1".to_owned());
     let cache = ".cache/embeddings";
-    let keyspace = format!(
-        "turnstile_test_{}_{:08x}",
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_secs(),
-        random_u32()
-    );
-    let cfg = config(&keyspace);
-    ScyllaCheckpointStore::migrate(&cfg).await.unwrap();
-    let store = ScyllaCheckpointStore::connect(&cfg).await.unwrap();
+    let (keyspace, store) = fresh_keyspace().await;
     let run = random_u32();
 
     // The new configuration: "where is my order?" moved from the tracking examples to the

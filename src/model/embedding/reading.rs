@@ -307,9 +307,7 @@ impl SegmentReading<'_> {
             session,
         )
     }
-}
 
-impl SegmentReading<'_> {
     /// A value of a form only some tools take (a dashed CEP, a prefixed id, money with its
     /// marker) says the request is one of them: when the most probable request reads a value in
     /// the message, the tools that read none leave the normalisation (`meu cep novo é
