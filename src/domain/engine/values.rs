@@ -148,7 +148,11 @@ impl Run<'_> {
         // MG-6: correction forms exist only where there is something to correct.
         let correction = !tx.arguments.is_empty()
             || tx.status == crate::domain::transaction::TransactionStatus::AwaitingConfirmation;
-        let options = parameter::ClearOptions { asked, correction };
+        let options = parameter::ClearOptions {
+            asked,
+            correction,
+            held: Some(&tx.arguments),
+        };
         Some(read_clear_values(tool, text, self.turn.locale, options))
     }
 

@@ -33,6 +33,16 @@ fn domain() -> Domain {
 
 /// The values read, as (name, value), with `asked` and corrections on or off.
 fn read(text: &str, asked: Option<&str>, correction: bool) -> Vec<(String, Value)> {
+    read_holding(text, asked, correction, None)
+}
+
+/// [`read`] with the values held now.
+fn read_holding(
+    text: &str,
+    asked: Option<&str>,
+    correction: bool,
+    held: Option<&std::collections::BTreeMap<String, Value>>,
+) -> Vec<(String, Value)> {
     let d = domain();
     let params = [
         LabelledParameter {
@@ -51,7 +61,11 @@ fn read(text: &str, asked: Option<&str>, correction: bool) -> Vec<(String, Value
             labels: &d.house_labels,
         },
     ];
-    let options = ClearOptions { asked, correction };
+    let options = ClearOptions {
+        asked,
+        correction,
+        held,
+    };
     extract_clear_with(&params, text, Locale::En, options)
         .values
         .into_iter()
@@ -167,4 +181,52 @@ fn mg6_plain_id_in_a_correction_when_no_other_parameter_reads_it() {
 fn mg6_correction_mode_keeps_unrelated_sentences_unclear() {
     assert!(read("let me talk to a human, I have called 3 times", None, true).is_empty());
     assert!(read("no, I don't want 45 of them", None, true).is_empty());
+}
+
+// MG-6: a negation marks the old value only when it is the value held: typed without a comma,
+// `wait no PED-1178` while PED-1187 is shown answers no and gives the new id, while `not
+// PED-1187, PED-1178` still sets the held one aside.
+#[test]
+fn mg6_a_negated_value_that_is_not_held_is_the_new_one() {
+    let held: std::collections::BTreeMap<String, Value> = [
+        ("order_id".to_string(), json!("PED-1187")),
+        ("house_number".to_string(), json!(402)),
+    ]
+    .into_iter()
+    .collect();
+    let at = |text: &str| read_holding(text, None, true, Some(&held));
+    assert_eq!(at("wait no PED-1178"), one("order_id", json!("PED-1178")));
+    assert_eq!(at("no PED-1178 sorry"), one("order_id", json!("PED-1178")));
+    assert_eq!(
+        at("not PED-1187, PED-1178"),
+        one("order_id", json!("PED-1178"))
+    );
+    assert_eq!(at("não é 402, é 420"), one("house_number", json!(420)));
+    assert_eq!(at("not 402"), vec![]);
+    // `22` is also an invalid order id: that reading says nothing about what is held.
+    assert_eq!(at("opa não 420"), one("house_number", json!(420)));
+    // Beside another value for the same parameter, a negated one is an older value still.
+    assert_eq!(
+        at("não é PED-1001, é PED-2002"),
+        one("order_id", json!("PED-2002"))
+    );
+    // Without what is held, the old reading stands: a negated value is the old one.
+    assert_eq!(read("wait no PED-1178", None, true), vec![]);
+}
+
+// MG-6: `except` introduces the correction in an affirm-and-correct.
+#[test]
+fn mg6_except_introduces_a_correction() {
+    assert_eq!(
+        read(
+            "yep, except the house number should be 420, sorry",
+            None,
+            true
+        ),
+        one("house_number", json!(420))
+    );
+    assert_eq!(
+        read("sim, exceto o número da casa, é 420", None, true),
+        one("house_number", json!(420))
+    );
 }

@@ -1,5 +1,6 @@
 //! Extraction: the values a message fills ([`Extraction`]), read liberally or PR-1 clear only.
 
+use std::collections::BTreeMap;
 use std::ops::Range;
 
 use serde_json::Value;
@@ -139,6 +140,10 @@ pub struct ClearOptions<'a> {
     /// 20`) is set aside as the old value, so `make that 15, not 150` and `não é 20, é 22`
     /// read 15 and 22. An id's plain form alone fills the id when no other parameter reads it.
     pub correction: bool,
+    /// MG-6: the values held now. A negated value the customer does not hold (`wait no
+    /// PED-1178` while PED-1187 is shown) is no old value: typed without a comma, `no` answers
+    /// and the value is the new one.
+    pub held: Option<&'a BTreeMap<String, Value>>,
 }
 
 /// [`extract_clear`] with what the conversation knows: the parameter asked for (MG-4a) and
@@ -154,9 +159,39 @@ pub fn extract_clear_with(
 
 /// MG-6: the spans of values that follow a negation (`not 150`, `não é 20`, `isn't 45`), each
 /// from its negation to the value's end, skipping filler words in between.
-fn negated_spans(reader: &Reader<'_>, candidates: &[Vec<Candidate>]) -> Vec<Range<usize>> {
+fn negated_spans(
+    reader: &Reader<'_>,
+    params: &[LabelledParameter<'_>],
+    candidates: &[Vec<Candidate>],
+    held: Option<&BTreeMap<String, Value>>,
+) -> Vec<Range<usize>> {
     let mut out: Vec<Range<usize>> = Vec::new();
-    for c in candidates.iter().flatten() {
+    // Old: the value held, or one of several for its parameter (`não é PED-1001, é PED-2002`
+    // names an older value beside the new one). Not knowing what is held, any negated value.
+    let old = |i: usize, c: &Candidate| {
+        let Some(held) = held else {
+            return true;
+        };
+        let several = candidates
+            .get(i)
+            .is_some_and(|cs| cs.iter().any(|o| o.span != c.span));
+        match (params.get(i).and_then(|p| held.get(p.name)), &c.value) {
+            (Some(h), Ok(v)) => h == v || several,
+            (None, Ok(_)) => true,
+            // An invalid reading (`22` as an order id) says nothing about what is held.
+            (_, Err(_)) => false,
+        }
+    };
+    let read = candidates
+        .iter()
+        .enumerate()
+        .flat_map(|(i, cs)| cs.iter().map(move |c| (i, c)));
+    let spans: Vec<&Candidate> = read.clone().map(|(_, c)| c).collect();
+    for c in spans {
+        // A value no parameter holds as it is read here is the new one, negation or not.
+        if !read.clone().any(|(i, o)| o.span == c.span && old(i, o)) {
+            continue;
+        }
         let mut p = reader.words.partition_point(|(r, _)| r.end <= c.span.start);
         while p > 0 && reader.words.get(p - 1).is_some_and(|(_, w)| is_filler(w)) {
             p -= 1;
@@ -326,7 +361,7 @@ fn read(
         params.iter().map(|p| reader.candidates(p.kind)).collect();
     // MG-6: a value after a negation is the old one (`not 150`): set aside with its negation.
     let negated: Vec<Range<usize>> = if options.correction {
-        negated_spans(&reader, &candidates)
+        negated_spans(&reader, params, &candidates, options.held)
     } else {
         Vec::new()
     };

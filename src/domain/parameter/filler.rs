@@ -19,12 +19,13 @@ pub const FILLER_PRONOUNS: &[&str] = &[
     "isto", "este", "esta", "esse", "essa", "aquele", "aquela",
 ];
 
-/// Forms of *to be* / *ser* / *estar*, and the tails English contractions split into
-/// (`it's` → `it` `s`, `I'm`, `you're`).
+/// Forms of *to be* / *ser* / *estar*, the tails English contractions split into (`it's` →
+/// `it` `s`, `I'm`, `you're`), and the modals that stand before them (`the number should be
+/// 420`, `deveria ser 420`).
 pub const FILLER_TO_BE: &[&str] = &[
     "be", "is", "are", "am", "was", "were", "been", "s", "m", "re", "ser", "e", "eh", "sou", "es",
     "somos", "sao", "era", "eram", "foi", "estar", "esta", "ta", "estou", "estamos", "estao",
-    "estava",
+    "estava", "should", "must", "would", "deveria", "devia", "deve",
 ];
 
 /// Politeness: `45, please`, `é 45, obrigado`. (`por favor` is in [`FILLER_PHRASES`].)
@@ -62,6 +63,8 @@ pub const CORRECTION_MARKERS: &[&str] = &[
     "should",
     "be",
     "but",
+    "except",
+    "exceto",
     "wait",
     "correction",
     "typo",
