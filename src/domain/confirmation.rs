@@ -38,6 +38,12 @@
 //!   not what i want`); any wish beyond those phrases is left to the order of evaluation.
 //! - `pode ser` is uncertainty (it means "could be" as often as "fine"); `tá` alone is filler.
 //! - Emoji, digits or any symbol outside ordinary punctuation leave the message undecided.
+//! - Chat noise is not an unknown word: laughter and interjections (`lol`, `kkkk`, `hahaha`,
+//!   `rsrs`, `putz`) are filler, and a stretched word (`yesss`, `siiim`, `nãooo`) is the lexicon
+//!   word it stretches.
+//! - [`answer_after_asides`]: clauses of chat before the answer (`sorry my cat walked on the
+//!   phone. yes cancel it`) do not hide it when they carry no answer, digit, action verb,
+//!   contrast, deferral, wish or question word; the answer must come last.
 //! - One lexicon serves both locales: customers mix them (`ok`, `yes` in pt-BR chats), and no
 //!   entry of one language means the opposite in the other.
 
@@ -460,6 +466,14 @@ const LEXICON: &[(&str, Kind)] = &[
     ("ta certo", YES),
     ("pode crer", YES),
     ("manda ver", YES),
+    ("manda bala", YES),
+    ("fechado", YES),
+    ("bora", YES),
+    ("demorou", YES),
+    ("de boa", YES),
+    ("pode ir", TRUE),
+    ("segue", TRUE),
+    ("prossiga", TRUE),
     ("uhum", YES),
     ("aham", YES),
     ("positivo", YES),
@@ -555,6 +569,11 @@ const LEXICON: &[(&str, Kind)] = &[
     ("pensando bem", Filler),
     ("on second thought", Filler),
     ("senhor", Filler),
+    ("whatever", Filler),
+    ("ele", Filler),
+    ("ela", Filler),
+    ("lo", Filler),
+    ("la", Filler),
     ("senhora", Filler),
     ("eu", Filler),
     ("e", Filler),
@@ -626,6 +645,7 @@ pub fn recognise_with(text: &str, action_verbs: &[String]) -> Option<Confirmatio
     let mut deny = false;
     let mut intensified = false;
     for clause in clauses(text)? {
+        let clause: Vec<String> = clause.into_iter().map(unstretched).collect();
         let mut negated = false;
         let mut negated_frame = false;
         let mut at = 0;
@@ -697,19 +717,205 @@ pub fn recognise_with(text: &str, action_verbs: &[String]) -> Option<Confirmatio
 /// (`não, pode cancelar`, `no, change it` decide nothing): a refusal, always safe to act on. A
 /// question decides nothing. The engine asks only after the typed reading (`no, the zip is …`
 /// is a correction).
-pub fn refuses_first(text: &str, action_verbs: &[String]) -> bool {
+///
+/// Returns what follows the refusal (`don't cancel it, just track PED-2719` → `just track
+/// PED-2719`), which the engine routes when it names another tool's action.
+pub fn refuses_first<'t>(text: &'t str, action_verbs: &[String]) -> Option<&'t str> {
     const BREAKS: [char; 4] = [',', '.', ';', '!'];
-    let Some((head, rest)) = text.split_once(BREAKS) else {
-        return false;
-    };
+    // The first clause that says something (`hmm, on second thought don't cancel it`).
+    let (head, rest) = text
+        .match_indices(BREAKS)
+        .map(|(at, _)| (&text[..at], &text[at + 1..]))
+        .find(|(head, _)| !only_filler(head))?;
     if head.trim().is_empty() || rest.trim().is_empty() || text.contains(['?', '¿']) {
-        return false;
+        return None;
     }
-    recognise(head) == Some(Confirmation::Deny)
+    (recognise_with(head, action_verbs) == Some(Confirmation::Deny)
         && !rest
             .split(BREAKS)
             .any(|c| recognise_with(c, action_verbs) == Some(Confirmation::Affirm))
-        && !names_a_verb(rest, action_verbs)
+        && !names_a_verb(rest, action_verbs))
+    .then(|| rest.trim())
+}
+
+/// PR-6 for a message that opens with chat: its last clause decides on its own and every earlier
+/// clause is the same answer or an aside — chat that carries no answer, value, request or
+/// reservation (`sorry my cat walked on the phone. yes cancel it`, `foi mal, meu filho pegou o
+/// celular. sim, cancela`). The answer must come last, so an aside after it (`ok, let me check
+/// with my wife`) leaves the message undecided. `catalog_verbs`: every tool's verbs; a clause
+/// naming one is a request, not an aside.
+pub fn answer_after_asides(
+    text: &str,
+    action_verbs: &[String],
+    catalog_verbs: &[String],
+) -> Option<Confirmation> {
+    if text.contains(['?', '¿']) {
+        return None;
+    }
+    let clauses = clauses(text)?;
+    let alone = |c: &[String]| recognise_with(&c.join(" "), action_verbs);
+    // The answer is every clause after the last aside, read together (`sim, cancela`).
+    let last_aside = clauses
+        .iter()
+        .rposition(|c| alone(c).is_none() && is_aside(c, catalog_verbs))?;
+    let (earlier, answer) = clauses.split_at(last_aside + 1);
+    let answer: Vec<String> = answer.iter().map(|c| c.join(" ")).collect();
+    let answer = recognise_with(&answer.join(", "), action_verbs).filter(|_| !answer.is_empty())?;
+    earlier
+        .iter()
+        .all(|c| match alone(c) {
+            Some(said) => said == answer,
+            None => is_aside(c, catalog_verbs),
+        })
+        .then_some(answer)
+}
+
+/// SC-10: whether `text` opens by consenting (its first clause that is not filler affirms), every
+/// later clause affirms too or is an aside ([`is_aside`]: no value, correction, refusal, doubt or
+/// request), and it neither asks nor says goodbye — a message the engine must not read as
+/// an end while that consent is pending (`então tá, confirmado`, `yes, my wife bought it by mistake`).
+pub fn opens_with_consent(text: &str, action_verbs: &[String]) -> bool {
+    const FAREWELLS: &[&str] = &[
+        "bye",
+        "goodbye",
+        "cya",
+        "later",
+        "tchau",
+        "tchauzinho",
+        "flw",
+        "falou",
+        "adeus",
+        "ate",
+        "see",
+    ];
+    if text.contains(['?', '¿']) {
+        return false;
+    }
+    let Some(clauses) = clauses(text) else {
+        return false;
+    };
+    let farewell = clauses
+        .iter()
+        .flatten()
+        .any(|w| FAREWELLS.contains(&unstretched(w.clone()).as_str()));
+    let affirms =
+        |c: &Vec<String>| recognise_with(&c.join(" "), action_verbs) == Some(Confirmation::Affirm);
+    let mut said = clauses.iter().skip_while(|c| only_filler(&c.join(" ")));
+    !farewell && said.next().is_some_and(affirms) && said.all(|c| affirms(c) || is_aside(c, &[]))
+}
+
+/// Whether a lexicon phrase of a kind `wanted` accepts starts at any word of `words`.
+fn holds_phrase(words: &[String], wanted: impl Fn(&Kind) -> bool) -> bool {
+    let (lookup, longest) = lexicon();
+    (0..words.len()).any(|at| {
+        let mut phrase = String::new();
+        words.iter().skip(at).take(*longest).any(|w| {
+            if !phrase.is_empty() {
+                phrase.push(' ');
+            }
+            phrase.push_str(w);
+            lookup.get(phrase.as_str()).is_some_and(&wanted)
+        })
+    })
+}
+
+/// Words that make a clause more than an aside: a contrast, another object, a deferral, a wish
+/// or a question.
+const NOT_ASIDE: &[&str] = &[
+    "but",
+    "except",
+    "instead",
+    "other",
+    "another",
+    "else",
+    "wait",
+    "first",
+    "later",
+    "check",
+    "ask",
+    "think",
+    "hold",
+    "before",
+    "after",
+    "mind",
+    "change",
+    "changed",
+    "different",
+    "only",
+    "also",
+    "want",
+    "need",
+    "like",
+    "where",
+    "when",
+    "how",
+    "what",
+    "why",
+    "which",
+    "mas",
+    "porem",
+    "exceto",
+    "outro",
+    "outra",
+    "outros",
+    "outras",
+    "espera",
+    "pera",
+    "perai",
+    "antes",
+    "depois",
+    "primeiro",
+    "pensar",
+    "perguntar",
+    "verificar",
+    "conferir",
+    "ver",
+    "ideia",
+    "mudei",
+    "diferente",
+    "tambem",
+    "tb",
+    "tbm",
+    "quero",
+    "queria",
+    "preciso",
+    "gostaria",
+    "onde",
+    "quando",
+    "como",
+    "qual",
+    "quanto",
+    "quanta",
+    "pq",
+    "porque",
+];
+
+/// Whether a clause (folded words) is chat around an answer: no digit, no word of
+/// [`NOT_ASIDE`], no action verb of any tool, no lexicon phrase with a polarity.
+pub(crate) fn is_aside(clause: &[String], catalog_verbs: &[String]) -> bool {
+    let words: Vec<String> = clause.iter().cloned().map(unstretched).collect();
+    !words.is_empty()
+        && !words
+            .iter()
+            .any(|w| w.chars().any(|c| c.is_ascii_digit()) || NOT_ASIDE.contains(&w.as_str()))
+        && !holds_phrase(&words, |k| !matches!(k, Filler | Frame))
+        && !names_a_verb(&words.join(" "), catalog_verbs)
+}
+
+/// Whether every word of `text` is filler or an interjection (`hmm`, `well, oh`).
+fn only_filler(text: &str) -> bool {
+    clauses(text).is_some_and(|cs| {
+        cs.iter().all(|c| {
+            let mut at = 0;
+            while at < c.len() {
+                match longest_phrase(c.get(at..).unwrap_or(&[]), at == 0) {
+                    Some((len, Filler)) => at += len,
+                    _ => return false,
+                }
+            }
+            true
+        })
+    })
 }
 
 /// The action verb phrases as folded words, as the recogniser compares them.
@@ -741,6 +947,43 @@ fn longest_verb(rest: &[String], verbs: &[Vec<String>]) -> Option<usize> {
         .max()
 }
 
+/// A word typed stretched (`yesss`, `siiim`, `okkk`, `nãooo`) as the lexicon word it stretches,
+/// when it is not a lexicon word itself.
+fn unstretched(word: String) -> String {
+    let (lookup, _) = lexicon();
+    if lookup.contains_key(word.as_str()) {
+        return word;
+    }
+    let mut chars: Vec<char> = word.chars().collect();
+    chars.dedup();
+    let squeezed: String = chars.into_iter().collect();
+    if squeezed != word && lookup.contains_key(squeezed.as_str()) {
+        squeezed
+    } else {
+        word
+    }
+}
+
+/// Interjections (`ugh`, `putz`, `nossa`) and laughter: chat noise that carries no answer, read
+/// as filler wherever they stand.
+fn is_interjection(word: &str) -> bool {
+    const WORDS: &[&str] = &[
+        "omg", "ugh", "argh", "meh", "jeez", "geez", "gosh", "wow", "oof", "welp", "phew", "aff",
+        "affs", "afe", "putz", "vish", "vixe", "eita", "nossa", "poxa", "puxa", "caramba", "gente",
+        "mano", "ufa", "ops", "opa", "ih", "xi",
+    ];
+    WORDS.contains(&word) || is_laughter(word)
+}
+
+/// Laughter as typed in chat, one folded word: `lol`, `lmao`, `kkkk`, `hahaha`, `hehe`, `rsrs`.
+pub(crate) fn is_laughter(word: &str) -> bool {
+    let only = |set: &str| !word.is_empty() && word.chars().all(|c| set.contains(c));
+    matches!(word, "lol" | "lool" | "lmao" | "lmfao" | "rofl")
+        || (word.len() >= 2 && only("k"))
+        || (word.len() >= 4 && only("hae") && word.matches('h').count() >= 2)
+        || (word.len() >= 2 && word.len() % 2 == 0 && word.as_bytes().chunks(2).all(|c| c == b"rs"))
+}
+
 /// The longest lexicon phrase at the start of `rest`: its length in words and its kind. `None`
 /// when no phrase starts here (an unknown word), or when the only one may not open a clause.
 fn longest_phrase(rest: &[String], clause_start: bool) -> Option<(usize, Kind)> {
@@ -758,7 +1001,11 @@ fn longest_phrase(rest: &[String], clause_start: bool) -> Option<(usize, Kind)> 
             None => {}
         }
     }
-    best
+    best.or_else(|| {
+        rest.first()
+            .filter(|w| is_interjection(w))
+            .map(|_| (1, Filler))
+    })
 }
 
 /// The message's clauses (split at punctuation), each a list of folded words; `None` if it
@@ -917,9 +1164,23 @@ mod tests {
             "nope, I'll check with my wife first",
             "no thanks. I'll call the bank myself",
             "não, deixa assim",
+            // A negated action verb refuses too, and what follows is handed back.
+            "don't cancel it, I'll keep it",
         ] {
-            assert!(refuses_first(text, &verbs), "{text}");
+            assert!(refuses_first(text, &verbs).is_some(), "{text}");
         }
+        assert_eq!(
+            refuses_first(
+                "hmm, on second thought don't cancel it, just track PED-2719",
+                &verbs
+            ),
+            Some("just track PED-2719"),
+            "filler before the refusal is no first clause"
+        );
+        assert_eq!(
+            refuses_first("don't cancel it, just track PED-2719 for me", &verbs),
+            Some("just track PED-2719 for me")
+        );
         for text in [
             "não, pode cancelar",
             "no, yes, go ahead",
@@ -929,7 +1190,7 @@ mod tests {
             "I'll wait, no thanks",
             "sure, but later",
         ] {
-            assert!(!refuses_first(text, &verbs), "{text}");
+            assert!(refuses_first(text, &verbs).is_none(), "{text}");
         }
     }
 
@@ -1111,7 +1372,6 @@ mod tests {
                 "yes 👍",
                 "yes 2",
                 "sim, o pedido é PED-1001",
-                "yess",
                 "right",
                 "right, go ahead",
                 "cancel",
@@ -1226,6 +1486,87 @@ mod tests {
         ) {
             // PR-6 (amended): `not correct`, `não está certo`.
             prop_assert_eq!(recognise(&format!("{negator} {judgement}")), Some(Confirmation::Deny));
+        }
+    }
+
+    // PR-6: chat before the answer — laughter, interjections, stretched words, an aside that
+    // carries no answer, value, request or reservation — does not hide it.
+    #[test]
+    fn chat_around_an_answer_does_not_hide_it() {
+        let verbs: Vec<String> = ["cancel", "cancela", "cancelar", "dispute"]
+            .iter()
+            .map(|v| (*v).to_owned())
+            .collect();
+        let read = |text: &str| {
+            recognise_with(text, &verbs).or_else(|| answer_after_asides(text, &verbs, &verbs))
+        };
+        for text in [
+            "lol ok, yes cancel",
+            "kkkk sim",
+            "hahaha yes",
+            "yesss",
+            "siiim pode",
+            "okkk",
+            "ok whatever, yes confirm the dispute",
+            "ok, pode cancelar ele",
+            "sorry my cat walked on the phone. yes cancel it",
+            "foi mal, meu filho pegou o celular. sim, cancela",
+            "rsrs desculpa a demora. pode sim",
+        ] {
+            assert_eq!(read(text), Some(Confirmation::Affirm), "{text}");
+        }
+        assert_eq!(read("naooo"), Some(Confirmation::Deny));
+        assert_eq!(
+            read("my husband came home. no thanks"),
+            Some(Confirmation::Deny)
+        );
+        for text in [
+            // The answer must come last, alone.
+            "ok, let me check with my wife",
+            "yes. my cat walked on the phone",
+            // An aside that holds a reservation, a value, a request or a question is no aside.
+            "wait, my wife says. yes",
+            "I want the other one. yes",
+            "the order is PED-1002. yes",
+            "show me the bill first. ok",
+            "when does it arrive. ok",
+            "i'm not sure. yes",
+            "sorry my cat walked on the phone. yes?",
+            // Laughter decides nothing alone.
+            "kkkk",
+            "lol",
+        ] {
+            assert_eq!(read(text), None, "{text}");
+        }
+    }
+
+    // SC-10: an opening consent is not an end, unless the message refuses, doubts, asks or says
+    // goodbye anywhere.
+    #[test]
+    fn an_opening_consent_is_told_from_an_end() {
+        let verbs: Vec<String> = vec!["cancel".to_owned()];
+        for text in [
+            "então tá, confirmado",
+            "yes, my wife bought it by mistake",
+            "sim, meu marido comprou sem querer",
+            "ok, whatever works",
+            "hmm, sure, go for it and thanks",
+        ] {
+            assert!(opens_with_consent(text, &verbs), "{text}");
+        }
+        for text in [
+            "ok, thanks, bye",
+            "sim, obrigado, tchau",
+            "yes, no, I don't know",
+            "sure, but not today",
+            "ok?",
+            "thanks, that's all",
+            "that's all, yes",
+            // A correction after the consent is a correction (tests/generated_conversations.rs).
+            "ok, make it ped-1001 instead",
+            "sim, mas o número é 45",
+        ] {
+            assert!(!opens_with_consent(text, &verbs), "{text}");
         }
     }
 

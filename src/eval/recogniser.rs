@@ -145,7 +145,7 @@ mod tests {
         let data = [
             ("yes", "yes"),
             ("that is correct", "yes"),
-            ("yes, whatever you think", "yes"),
+            ("yes, let me check first", "yes"),
             ("no", "no"),
             ("yes", "no"),
             ("maybe", "maybe"),
@@ -178,6 +178,6 @@ mod tests {
         let text = report.render(true);
         assert!(text.contains("polarity errors: 2"), "{text}");
         assert!(text.contains("yes recall 66.7 %"), "{text}");
-        assert!(text.contains("\"yes, whatever you think\""), "{text}");
+        assert!(text.contains("\"yes, let me check first\""), "{text}");
     }
 }

@@ -39,7 +39,7 @@ impl Run<'_> {
             return Ok(());
         }
         // Step 3: PR-1 typed fill, PR-6 recogniser. No model when they decide.
-        let mut refusal = false;
+        let mut refusal: Option<&str> = None;
         match self.active_status() {
             Some(TransactionStatus::CollectingParameters | TransactionStatus::PreValidation)
                 if Box::pin(self.try_typed_fill(text)).await? =>
@@ -71,12 +71,26 @@ impl Run<'_> {
         }
         // Step 4: the session-control classifier.
         if self.settings.enable_route_stickiness {
-            match self.classify(text).await? {
+            let control = match self.classify(text).await? {
+                // SC-10: a message that opens by consenting to the pending confirmation and says
+                // no farewell (`então tá, confirmado`; `yes, my wife bought it by mistake`) is
+                // no end, however the classifier reads its rest: ending would cancel what the
+                // customer just agreed to. It goes on as CONTINUE; a model never confirms
+                // (PR-6), so the question is asked again.
+                Some(SessionControl::EndSession)
+                    if self.active_status() == Some(TransactionStatus::AwaitingConfirmation)
+                        && confirmation::opens_with_consent(text, &self.confirmation_verbs()) =>
+                {
+                    Some(SessionControl::Continue)
+                }
+                control => control,
+            };
+            match control {
                 Some(SessionControl::HumanHandoff) => {
                     return self.handoff(HandoffReason::Classifier(self.classifier_confidence))
                 }
                 Some(SessionControl::EndSession) => return self.end_session(),
-                _ if refusal => return self.declined(),
+                _ if refusal.is_some() => return Box::pin(self.refused(text, refusal)).await,
                 // Step 5 (SC-3: CONTINUE without an active agent is ROUTE; with an active
                 // agent but no transaction, the router decides).
                 Some(SessionControl::Continue)
@@ -93,11 +107,32 @@ impl Run<'_> {
                 _ => {}
             }
         }
-        if refusal {
-            return self.declined();
+        if refusal.is_some() {
+            return Box::pin(self.refused(text, refusal)).await;
         }
         // Step 6: the router.
         Box::pin(self.route(text, None)).await
+    }
+
+    /// PR-6: a refusing first clause declines. When what follows it gives a value (`don't
+    /// cancel it, just track PED-2719 for me`, `não, cancela o PED-2874 de uma vez`) it may be
+    /// a new request: the message goes to the router, as a withdrawal's does (PR-2), which must
+    /// not reopen the declined tool. Anything else after it is the refusal's reason (`melhor
+    /// não, vou esperar pra ver se chega`).
+    async fn refused(&mut self, text: &str, rest: Option<&str>) -> Flowing<()> {
+        let tool = self.active().map(|t| t.tool.clone());
+        let gives_a_value = rest.is_some_and(|rest| {
+            self.assistant.tools.values().any(|t| {
+                !super::values::read_clear_values(t, rest, self.turn.locale, Default::default())
+                    .values
+                    .is_empty()
+            })
+        });
+        self.declined()?;
+        match tool {
+            Some(tool) if gives_a_value => Box::pin(self.route(text, Some(&tool))).await,
+            _ => Ok(()),
+        }
     }
 
     /// Step 6: the router. `cancelled`: the tool of a transaction this same message just cancelled
@@ -331,7 +366,18 @@ impl Run<'_> {
 
     /// PR-6: the recogniser, with the pending tool's action verbs in every locale.
     fn recognise(&self, text: &str) -> Option<Confirmation> {
-        confirmation::recognise_with(text, &self.confirmation_verbs())
+        let verbs = self.confirmation_verbs();
+        confirmation::recognise_with(text, &verbs)
+            .or_else(|| confirmation::answer_after_asides(text, &verbs, &self.catalog_verbs()))
+    }
+
+    /// Every tool's action verbs, in every locale: what makes a clause a request.
+    pub(super) fn catalog_verbs(&self) -> Vec<String> {
+        self.assistant
+            .tools
+            .values()
+            .flat_map(|t| t.action_verbs.values().flatten().cloned())
+            .collect()
     }
 
     fn confirmation_verbs(&self) -> Vec<String> {

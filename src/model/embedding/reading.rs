@@ -179,7 +179,7 @@ pub fn interpret_from(
     // PR-6: a confirmation pending and a first clause that plainly refuses (`nope, let me check
     // with my wife first`, `melhor não, vou esperar`): a refusal, which is always safe.
     let awaiting = request.transaction.status == TransactionStatus::AwaitingConfirmation;
-    if awaiting && confirmation::refuses_first(&request.message, &[]) {
+    if awaiting && confirmation::refuses_first(&request.message, &[]).is_some() {
         return InterpreterDecision {
             act: InterpreterAct::Deny,
             arguments: BTreeMap::new(),
