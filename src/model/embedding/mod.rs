@@ -18,6 +18,7 @@
 pub mod client;
 pub mod examples;
 pub mod head;
+mod normalise;
 mod reading;
 mod segments;
 
@@ -129,6 +130,10 @@ impl EmbeddingModel {
 
     pub async fn classify(&self, request: &ClassifierRequest) -> ModelAnswer<ClassifierDecision> {
         let assistant = self.assistant_for_classifier(&request.assistant);
+        let request = &ClassifierRequest {
+            message: normalise::for_embedding(&request.message),
+            ..request.clone()
+        };
         let (x, index) = self.embed_one(&assistant, &request.message).await?;
         let a = self.catalog.assistant(&assistant);
         let active_tool = request.active_transaction.as_ref().map(|t| t.tool.as_str());
@@ -140,7 +145,15 @@ impl EmbeddingModel {
         // A request for a person in any sentence is a request for a person (`but I want it
         // cancelled! get me an agent`): the sentences are read on their own too, and one that
         // asks for a person more confidently than the whole message says anything decides.
-        let sentences = sentences(&request.message);
+        // When the whole message already leans to a person, its comma clauses are read too
+        // (`charged twice again, i'm done with bots, give me a human agent`): the clause
+        // confirms that reading, it does not make one (SC-10).
+        let sentences = if whole.decision == SessionControl::HumanHandoff {
+            segments(&request.message)
+        } else {
+            sentences(&request.message)
+        };
+        let sentences: Vec<&str> = sentences.into_iter().filter(two_words_or_more).collect();
         if sentences.len() < 2 {
             return Ok(whole);
         }
@@ -206,6 +219,10 @@ impl EmbeddingModel {
     }
 
     pub async fn route(&self, request: &RouterRequest) -> ModelAnswer<RouterDecision> {
+        let request = &RouterRequest {
+            message: normalise::for_embedding(&request.message),
+            ..request.clone()
+        };
         let (x, index) = self.embed_one(&request.assistant, &request.message).await?;
         let read = SegmentReading {
             assistant: self.catalog.assistant(&request.assistant),
@@ -301,7 +318,8 @@ impl EmbeddingModel {
         &self,
         request: &InterpreterRequest,
     ) -> ModelAnswer<InterpreterDecision> {
-        let (x, index) = self.embed_one(&request.assistant, &request.message).await?;
+        let embedded = normalise::for_embedding(&request.message);
+        let (x, index) = self.embed_one(&request.assistant, &embedded).await?;
         let asked = self.asked_value(request);
         Ok(interpret_from(&index.rank(&x), request, asked))
     }
