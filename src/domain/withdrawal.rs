@@ -58,12 +58,7 @@ pub fn withdraws_first(text: &str, action_verbs: &[String]) -> bool {
     let Some((first, rest)) = clauses.get(at..).and_then(<[Vec<String>]>::split_first) else {
         return false;
     };
-    let opened = first
-        .iter()
-        .position(|w| !OPENERS.contains(&w.as_str()))
-        .unwrap_or(first.len());
-    let phrase = first.get(opened..).unwrap_or(&[]).join(" ");
-    if !WITHDRAWALS.contains(&phrase.as_str()) {
+    if !is_withdrawal(first) {
         return false;
     }
     let rest_text: Vec<String> = rest.iter().map(|c| c.join(" ")).collect();
@@ -71,6 +66,38 @@ pub fn withdraws_first(text: &str, action_verbs: &[String]) -> bool {
         confirmation::recognise_with(c, action_verbs) == Some(Confirmation::Affirm)
             || confirmation::names_a_verb(c, action_verbs)
     })
+}
+
+/// PR-2 with the reason first: the message ends with a plain withdrawal (after openers) and what
+/// comes before it is its reason (`ugh I don't have the new zip on me. never mind`, `não achei o
+/// número, deixa pra lá`) — no affirmation and no action verb in it, and, as for
+/// [`withdraws_first`], no digit and no question anywhere.
+pub fn withdraws_last(text: &str, action_verbs: &[String]) -> bool {
+    if text.contains(['?', '¿']) || text.chars().any(|c| c.is_ascii_digit()) {
+        return false;
+    }
+    let Some(clauses) = confirmation::clauses(text) else {
+        return false;
+    };
+    let Some((last, earlier)) = clauses.split_last() else {
+        return false;
+    };
+    !earlier.is_empty()
+        && is_withdrawal(last)
+        && earlier.iter().all(|c| {
+            let c = c.join(" ");
+            confirmation::recognise_with(&c, action_verbs) != Some(Confirmation::Affirm)
+                && !confirmation::names_a_verb(&c, action_verbs)
+        })
+}
+
+/// Whether a clause (folded words) is a withdrawal after optional openers (`ah never mind`).
+fn is_withdrawal(clause: &[String]) -> bool {
+    let opened = clause
+        .iter()
+        .position(|w| !OPENERS.contains(&w.as_str()))
+        .unwrap_or(clause.len());
+    WITHDRAWALS.contains(&clause.get(opened..).unwrap_or(&[]).join(" ").as_str())
 }
 
 fn is_openers(clause: &[String]) -> bool {
@@ -111,6 +138,31 @@ mod tests {
             "forget it, show me my bill",
         ] {
             assert!(withdraws_first(text, &verbs()), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_withdrawal_last_after_its_reason_cancels() {
+        // PR-2: the reason first, then the withdrawal.
+        for text in [
+            "ugh I don't have the new zip on me. never mind",
+            "não achei o número da casa, deixa pra lá",
+            "I'll wait, never mind",
+            "my wife already did it. forget it",
+        ] {
+            assert!(withdraws_last(text, &verbs()), "{text}");
+        }
+        for text in [
+            // A number, a question, an affirmation or the action before it decides nothing.
+            "the zip is 01310-100, never mind",
+            "can you do it today? never mind",
+            "yes, never mind",
+            "change it, never mind",
+            // Alone it is withdraws_first's.
+            "never mind",
+            "never mind, I'll go to the store",
+        ] {
+            assert!(!withdraws_last(text, &verbs()), "{text}");
         }
     }
 

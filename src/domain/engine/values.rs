@@ -132,9 +132,15 @@ impl Run<'_> {
         if news < 2 || words.len() < 3 || crate::domain::confirmation::recognise(text).is_some() {
             return None;
         }
+        // A customer who explains at length has given the reason: what fits of it is kept (its
+        // first words up to the limit), rather than asking for a reason already given.
+        let text = match param.kind {
+            parameter::ParameterKind::Text { max_len } => words_within(text.trim(), max_len),
+            _ => text.trim(),
+        };
         let value = param
             .kind
-            .validate(&Value::String(text.trim().to_owned()), self.turn.locale);
+            .validate(&Value::String(text.to_owned()), self.turn.locale);
         value.ok().map(|v| (param.name.clone(), v))
     }
 
@@ -378,6 +384,20 @@ pub(super) fn merge_reading(
 
 /// PR-1, MG-5: the clear typed reading of `text` for `tool`'s parameters. A parameter is named
 /// by its name (`house_number` → `house number`), its labels in every locale and its synonyms.
+/// The longest prefix of `text` of whole words within `max_chars` characters.
+fn words_within(text: &str, max_chars: usize) -> &str {
+    if text.chars().count() <= max_chars {
+        return text;
+    }
+    let cut = text
+        .char_indices()
+        .nth(max_chars)
+        .map_or(text.len(), |(i, _)| i);
+    let head = &text[..cut];
+    head.rfind(char::is_whitespace)
+        .map_or(head, |space| head[..space].trim_end())
+}
+
 pub(super) fn read_clear_values(
     tool: &Tool,
     text: &str,

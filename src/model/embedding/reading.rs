@@ -186,9 +186,12 @@ pub fn interpret_from(
             confidence: 1.0,
         };
     }
-    // PR-2: a first clause that plainly withdraws (`never mind, I'll just pick it up myself`):
-    // the reason after it must not drag the reading elsewhere.
-    if withdrawal::withdraws_first(&request.message, &[]) {
+    // PR-2: a first clause that plainly withdraws (`never mind, I'll just pick it up myself`), or
+    // a last one after its reason (`I don't have the zip on me. never mind`): the reason must not
+    // drag the reading elsewhere.
+    if withdrawal::withdraws_first(&request.message, &[])
+        || withdrawal::withdraws_last(&request.message, &[])
+    {
         return InterpreterDecision {
             act: InterpreterAct::Cancel,
             arguments: BTreeMap::new(),
