@@ -72,15 +72,10 @@ impl Run<'_> {
         // Step 4: the session-control classifier.
         if self.settings.enable_route_stickiness {
             let control = match self.classify(text).await? {
-                // SC-10: a message that opens by consenting to the pending confirmation and says
-                // no farewell (`então tá, confirmado`; `yes, my wife bought it by mistake`) is
-                // no end, however the classifier reads its rest: ending would cancel what the
-                // customer just agreed to. It goes on as CONTINUE; a model never confirms
-                // (PR-6), so the question is asked again.
-                Some(SessionControl::EndSession)
-                    if self.active_status() == Some(TransactionStatus::AwaitingConfirmation)
-                        && confirmation::opens_with_consent(text, &self.confirmation_verbs()) =>
-                {
+                // SC-10: consent is no end, however the classifier reads it: ending would cancel
+                // what the customer just agreed to. It goes on as CONTINUE; a model never
+                // confirms (PR-6), so what is pending is asked again.
+                Some(SessionControl::EndSession) if self.consents(text) => {
                     Some(SessionControl::Continue)
                 }
                 control => control,
@@ -112,6 +107,22 @@ impl Run<'_> {
         }
         // Step 6: the router.
         Box::pin(self.route(text, None)).await
+    }
+
+    /// SC-10: whether `text` consents to what is pending: with a confirmation pending, a message
+    /// that opens by consenting and says no farewell (`então tá, confirmado`; `yes, my wife
+    /// bought it by mistake`); while values are collected, a plain affirmation (`yes pls`, `ok`,
+    /// `sim`: an acknowledgement of the question).
+    fn consents(&self, text: &str) -> bool {
+        match self.active_status() {
+            Some(TransactionStatus::AwaitingConfirmation) => {
+                confirmation::opens_with_consent(text, &self.confirmation_verbs())
+            }
+            Some(TransactionStatus::CollectingParameters | TransactionStatus::PreValidation) => {
+                confirmation::recognise(text) == Some(Confirmation::Affirm)
+            }
+            _ => false,
+        }
     }
 
     /// PR-6: a refusing first clause declines. When what follows it gives a value (`don't
