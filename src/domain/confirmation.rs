@@ -760,7 +760,8 @@ pub fn answer_after_asides(
         .rposition(|c| alone(c).is_none() && is_aside(c, catalog_verbs))?;
     let (earlier, answer) = clauses.split_at(last_aside + 1);
     let answer: Vec<String> = answer.iter().map(|c| c.join(" ")).collect();
-    let answer = recognise_with(&answer.join(", "), action_verbs).filter(|_| !answer.is_empty())?;
+    // No clause after the last aside: nothing to read, and `recognise_with` decides nothing.
+    let answer = recognise_with(&answer.join(", "), action_verbs)?;
     earlier
         .iter()
         .all(|c| match alone(c) {

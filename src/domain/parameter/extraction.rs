@@ -186,8 +186,7 @@ fn negated_spans(
         .iter()
         .enumerate()
         .flat_map(|(i, cs)| cs.iter().map(move |c| (i, c)));
-    let spans: Vec<&Candidate> = read.clone().map(|(_, c)| c).collect();
-    for c in spans {
+    for (_, c) in read.clone() {
         // A value no parameter holds as it is read here is the new one, negation or not.
         if !read.clone().any(|(i, o)| o.span == c.span && old(i, o)) {
             continue;
