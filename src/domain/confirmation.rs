@@ -37,7 +37,9 @@
 //!   that`, `é isso que eu quero`) is an affirming judgement, and a negator flips it (`that's
 //!   not what i want`); any wish beyond those phrases is left to the order of evaluation.
 //! - `pode ser` is uncertainty (it means "could be" as often as "fine"); `tá` alone is filler.
-//! - Emoji, digits or any symbol outside ordinary punctuation leave the message undecided.
+//! - Digits or any symbol outside ordinary punctuation leave the message undecided, except the
+//!   emoji that say `ok` (👍 ✅), `no` (👎 ❌) or `maybe` (🤔 🤷), and faces and hearts, which
+//!   say nothing (`sim 👍`, `pode 🙏`).
 //! - Chat noise is not an unknown word: laughter and interjections (`lol`, `kkkk`, `hahaha`,
 //!   `rsrs`, `putz`) are filler, and a stretched word (`yesss`, `siiim`, `nãooo`) is the lexicon
 //!   word it stretches.
@@ -209,6 +211,8 @@ const LEXICON: &[(&str, Kind)] = &[
     ("works", TRUE),
     ("makes sense", TRUE),
     ("go ahead", TRUE),
+    ("very well", TRUE),
+    ("the one", TRUE),
     ("go for it", TRUE),
     ("go on", TRUE),
     ("proceed", TRUE),
@@ -317,6 +321,13 @@ const LEXICON: &[(&str, Kind)] = &[
     ("ah", Filler),
     ("hey", Filler),
     ("sir", Filler),
+    // Terms of address (`yes dear`, `pode sim, meu filho`): politeness, like `sir`.
+    ("dear", Filler),
+    ("my dear", Filler),
+    ("buddy", Filler),
+    ("mate", Filler),
+    ("pal", Filler),
+    ("bro", Filler),
     ("ma'am", Filler),
     ("maam", Filler),
     ("then", Filler),
@@ -515,6 +526,11 @@ const LEXICON: &[(&str, Kind)] = &[
     ("e isso que eu quero", TRUE),
     ("era isso que eu queria", TRUE),
     ("isso ai", TRUE),
+    // `esse mesmo` (that very one): the offer named as the one wanted.
+    ("esse mesmo", TRUE),
+    ("essa mesma", TRUE),
+    ("este mesmo", TRUE),
+    ("esta mesma", TRUE),
     // `isso é`, `isso está`: the pronoun before a judgement (`isso está errado`).
     ("isso e", Filler),
     ("isso esta", Filler),
@@ -543,6 +559,7 @@ const LEXICON: &[(&str, Kind)] = &[
     ("totalmente", MILD),
     ("muito", MILD),
     ("mesmo", MILD),
+    ("mesma", MILD),
     // Chat spelling of `mesmo`.
     ("msm", MILD),
     ("bem", MILD),
@@ -575,6 +592,30 @@ const LEXICON: &[(&str, Kind)] = &[
     ("lo", Filler),
     ("la", Filler),
     ("senhora", Filler),
+    ("esse", Filler),
+    ("essa", Filler),
+    ("este", Filler),
+    ("isto", Filler),
+    // `né` closing an answer (`sim né`) asks for agreement, it adds no polarity.
+    ("ne", Filler),
+    ("na verdade", Filler),
+    // `não manda ainda não`, `don't submit it yet`: time words around a refusal.
+    ("ainda", Filler),
+    ("yet", Filler),
+    ("meu filho", Filler),
+    ("minha filha", Filler),
+    ("filho", Filler),
+    ("filha", Filler),
+    ("moco", Filler),
+    ("moca", Filler),
+    ("querido", Filler),
+    ("querida", Filler),
+    ("meu querido", Filler),
+    ("minha querida", Filler),
+    ("amigo", Filler),
+    ("amiga", Filler),
+    ("meu amigo", Filler),
+    ("minha amiga", Filler),
     ("eu", Filler),
     ("e", Filler),
     ("esta", Filler),
@@ -736,6 +777,102 @@ pub fn refuses_first<'t>(text: &'t str, action_verbs: &[String]) -> Option<&'t s
             .any(|c| recognise_with(c, action_verbs) == Some(Confirmation::Affirm))
         && !names_a_verb(rest, action_verbs))
     .then(|| rest.trim())
+}
+
+/// Words that put the answer off (folded): `let me check with my bank first`, `vou ver com o
+/// banco antes`.
+const DEFERRALS: &[&str] = &[
+    "first",
+    "later",
+    "before",
+    "check",
+    "ask",
+    "think",
+    "wait",
+    "hold",
+    "yet",
+    "antes",
+    "depois",
+    "primeiro",
+    "pensar",
+    "perguntar",
+    "verificar",
+    "conferir",
+    "ver",
+    "espera",
+    "pera",
+    "perai",
+    "ainda",
+    "maybe",
+    "talvez",
+];
+
+/// PR-6 for a message that puts the answer off, then refuses (`hmm actually let me check with
+/// my bank first. don't submit it yet`, `na verdade vou ver com o banco antes. não manda ainda
+/// não`): its last clause refuses on its own, and every earlier clause is filler, an aside or a
+/// deferral (a word of [`DEFERRALS`], no digit, nothing affirming). A question decides nothing.
+/// A refusal, always safe to act on.
+pub fn refuses_after_deferral(text: &str, action_verbs: &[String]) -> bool {
+    if text.contains(['?', '¿']) {
+        return false;
+    }
+    let Some(clauses) = clauses(text) else {
+        return false;
+    };
+    // Politeness after the refusal (`not now, thanks`) is not its last word.
+    let said = clauses
+        .iter()
+        .rposition(|c| !only_filler(&c.join(" ")))
+        .map_or(0, |at| at + 1);
+    let Some((last, earlier)) = clauses.get(..said).and_then(<[_]>::split_last) else {
+        return false;
+    };
+    if earlier.is_empty()
+        || recognise_with(&last.join(" "), action_verbs) != Some(Confirmation::Deny)
+    {
+        return false;
+    }
+    // Read left to right with the longest phrase at each word, so `na verdade` is the filler
+    // it is and not `verdade` (true).
+    let affirms = |words: &[String]| {
+        let mut at = 0;
+        while at < words.len() {
+            match longest_phrase(words.get(at..).unwrap_or(&[]), at == 0) {
+                Some((_, Answer(Affirm) | Hedge)) => return true,
+                Some((
+                    _,
+                    Kind::Judgement {
+                        polarity: Affirm, ..
+                    },
+                )) => return true,
+                Some((len, _)) => at += len,
+                None => at += 1,
+            }
+        }
+        false
+    };
+    earlier.iter().all(|c| {
+        let words: Vec<String> = c.iter().cloned().map(unstretched).collect();
+        let defers = words.iter().any(|w| DEFERRALS.contains(&w.as_str()))
+            && !words
+                .iter()
+                .any(|w| w.chars().any(|ch| ch.is_ascii_digit()))
+            && !affirms(&words);
+        // `actually`, `well then`: lexicon words with no polarity of their own.
+        let neutral = {
+            let mut at = 0;
+            while let Some((len, Filler | Frame | Intensifier { alone: false })) =
+                longest_phrase(words.get(at..).unwrap_or(&[]), at == 0)
+            {
+                at += len;
+            }
+            at == words.len()
+        };
+        defers
+            || neutral
+            || is_aside(&words, &[])
+            || recognise_with(&words.join(" "), action_verbs) == Some(Confirmation::Deny)
+    })
 }
 
 /// PR-6 for a message that opens with chat: its last clause decides on its own and every earlier
@@ -1043,7 +1180,15 @@ pub(crate) fn clauses(text: &str) -> Option<Vec<Vec<String>>> {
                 clauses.push(std::mem::take(&mut clause));
             }
         } else {
-            return None;
+            match emoji_word(c)? {
+                "" => {}
+                said => {
+                    if !word.is_empty() {
+                        clause.push(std::mem::take(&mut word));
+                    }
+                    clause.push(said.to_owned());
+                }
+            }
         }
     }
     if !word.is_empty() {
@@ -1053,6 +1198,26 @@ pub(crate) fn clauses(text: &str) -> Option<Vec<Vec<String>>> {
         clauses.push(clause);
     }
     Some(clauses)
+}
+
+/// An emoji as the word it says in an answer: a thumbs-up or a check mark is `ok`, a
+/// thumbs-down or a cross `no`, a shrug or a thinking face `maybe`; faces, hearts and joined
+/// hands say nothing (`""`), nor do the modifiers that join or tint emoji. `None`: a symbol
+/// whose meaning in an answer is unclear, which leaves the message undecided.
+fn emoji_word(c: char) -> Option<&'static str> {
+    match c {
+        '👍' | '👌' | '✅' | '✔' | '☑' | '🆗' | '🙆' | '🤝' => Some("ok"),
+        '👎' | '❌' | '✖' | '🚫' | '🙅' => Some("no"),
+        '🤔' | '🤷' => Some("maybe"),
+        // Skin tones, variation selectors, the zero-width joiner and the gender signs of a
+        // joined emoji (`🤷‍♀️`).
+        '\u{1f3fb}'..='\u{1f3ff}' | '\u{fe0e}' | '\u{fe0f}' | '\u{200d}' | '♀' | '♂' => {
+            Some("")
+        }
+        // Faces and gestures (🙂 😅 🙏), hearts, sparkles.
+        '\u{1f600}'..='\u{1f64f}' | '❤' | '\u{1f493}'..='\u{1f49f}' | '🧡' | '✨' => Some(""),
+        _ => None,
+    }
 }
 
 fn is_punctuation(c: char) -> bool {
@@ -1368,9 +1533,8 @@ mod tests {
                 "i think",
                 "that is",
                 "very",
-                "👍",
                 "😀",
-                "yes 👍",
+                "yes 🦄",
                 "yes 2",
                 "sim, o pedido é PED-1001",
                 "right",
@@ -1399,6 +1563,88 @@ mod tests {
             ],
             None,
         );
+    }
+
+    #[test]
+    fn emoji_say_what_they_show() {
+        // PR-6: a thumbs-up is an answer on WhatsApp; faces and hearts are politeness.
+        all(
+            &[
+                "👍",
+                "sim 👍",
+                "👍🏽",
+                "ok 👌",
+                "pode 🙏",
+                "✅ confirmo",
+                "yes!! 😊",
+            ],
+            Some(Confirmation::Affirm),
+        );
+        all(&["👎", "não ❌", "nope 🙅‍♂️"], Some(Confirmation::Deny));
+        // Doubt, an unknown symbol, or both polarities decide nothing.
+        all(&["sim 🤔", "🤷‍♀️", "yes 🦄", "👍 👎", "🙂"], None);
+        let verbs = vec!["cancelar".to_owned(), "pode cancelar".to_owned()];
+        assert_eq!(
+            recognise_with("simmm 👍 pode cancelar", &verbs),
+            Some(Confirmation::Affirm)
+        );
+    }
+
+    #[test]
+    fn pointing_and_terms_of_address_are_politeness() {
+        // PR-6: `esse mesmo` names the offer as the one wanted; `né`, `meu filho`, `dear` add
+        // no polarity.
+        let verbs = vec!["cancelar".to_owned(), "pode cancelar".to_owned()];
+        for text in [
+            "esse mesmo, pode cancelar",
+            "Isso, pode cancelar esse.",
+            "SIM né",
+            "Pode sim, meu filho.",
+            "esse mesmo",
+            "yes dear",
+            "Very well, I confirm.",
+            "that's the one",
+        ] {
+            assert_eq!(
+                recognise_with(text, &verbs),
+                Some(Confirmation::Affirm),
+                "{text:?}"
+            );
+        }
+        all(
+            &["esse não", "that's not the one", "não, minha filha"],
+            Some(Confirmation::Deny),
+        );
+        all(&["esse", "meu filho", "né"], None);
+    }
+
+    #[test]
+    fn a_deferral_then_a_refusal_refuses() {
+        // PR-6: the answer put off, then refused in the last clause.
+        let verbs = vec![
+            "submit".to_owned(),
+            "submit it".to_owned(),
+            "manda".to_owned(),
+        ];
+        for text in [
+            "hmm actually let me check with my bank first. don't submit it yet",
+            "hmm, na verdade vou ver com o banco antes. não manda ainda não",
+            "wait, let me think. no",
+            "actually, let me ask my husband first, maybe he ordered something. not now, thanks",
+        ] {
+            assert!(refuses_after_deferral(text, &verbs), "{text:?}");
+        }
+        for text in [
+            // Affirming before, a question, a value, one clause, or no refusal last.
+            "yes, let me check first. no",
+            "let me check with my bank first, can you not submit it yet?",
+            "check PED-1001 first. don't submit it",
+            "don't submit it yet",
+            "let me check with my bank first. ok submit it",
+            "let me check with my bank first",
+        ] {
+            assert!(!refuses_after_deferral(text, &verbs), "{text:?}");
+        }
     }
 
     #[test]

@@ -65,7 +65,14 @@ impl Run<'_> {
                 // PR-6: `melhor não, vou esperar` — a refusing first clause, nothing after it
                 // that affirms or names the action: declined (always safe), unless session
                 // control hands off or ends (`não é isso, quero falar com um atendente`).
-                None => refusal = confirmation::refuses_first(text, &self.confirmation_verbs()),
+                // `let me check with my bank first. don't submit it yet`: a deferral, then a
+                // refusal — declined the same way, with nothing after it to route.
+                None => {
+                    let verbs = self.confirmation_verbs();
+                    refusal = confirmation::refuses_first(text, &verbs).or_else(|| {
+                        confirmation::refuses_after_deferral(text, &verbs).then_some("")
+                    });
+                }
             },
             _ => {}
         }
