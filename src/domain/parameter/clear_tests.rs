@@ -131,6 +131,27 @@ fn a_plain_number_inside_a_sentence_fills_nothing() {
 }
 
 #[test]
+fn a_label_qualified_as_new_still_introduces_its_value() {
+    // PR-1: `o cep novo é 04538133` — an undashed CEP needs its label; `novo` between them
+    // does not hide it.
+    let d = domain();
+    for (text, locale) in [
+        (
+            "queria mudar o endereço do pedido PED-64107 o cep novo é 04538133 e o número é 250 obrigado",
+            Locale::PtBr,
+        ),
+        ("the new zip code is 04538133, number 250", Locale::En),
+    ] {
+        let got = extract_clear(&d.all(), text, locale);
+        assert_eq!(got.value("zip_code"), Some(&json!("04538-133")), "{text}");
+        assert_eq!(got.value("house_number"), Some(&json!(250)), "{text}");
+    }
+    // A word that is not a qualifier still breaks the label (`o cep da minha mãe é …`).
+    let got = extract_clear(&d.all(), "o cep da loja velha era 04538133", Locale::PtBr);
+    assert_eq!(got.value("zip_code"), None);
+}
+
+#[test]
 fn a_distinctive_value_fills_anywhere_but_an_unrelated_number_does_not() {
     // PR-1: `PED-1001, I called 3 times` fills order_id only.
     let d = domain();

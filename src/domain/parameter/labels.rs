@@ -11,6 +11,10 @@ use super::text::{is_inline_space, overlaps, phrase};
 /// 3 dígitos` or `a house of 2 floors` name no house number.
 const MONEY_LINKERS: &[&str] = &["of", "de"];
 
+/// Words that qualify a label without changing what it names (folded): `o cep novo é
+/// 04538133`, `the new zip is 01310100`. Skipped like filler between a label and its value.
+const LABEL_QUALIFIERS: &[&str] = &["new", "novo", "nova"];
+
 /// The words just before a value that may be its label: indices `start..=end` into the
 /// message's words, a run of non-filler words joined by spaces or `-`/`_` only (at most as many
 /// as asked: one more than the longest label is enough to see what precedes a label), with only
@@ -45,7 +49,10 @@ impl Reader<'_> {
                 .iter()
                 .map(|(_, w)| w.as_str())
                 .collect();
-            if tail.last().is_some_and(|w| is_filler(w)) {
+            if tail
+                .last()
+                .is_some_and(|w| is_filler(w) || LABEL_QUALIFIERS.contains(w))
+            {
                 p -= 1;
             } else if let Some(n) = phrase_ending(&tail) {
                 p -= n;
