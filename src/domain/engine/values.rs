@@ -129,7 +129,11 @@ impl Run<'_> {
             .filter(|w| w.chars().count() > 2 && !w.chars().all(|c| c.is_ascii_digit()))
             .filter(|w| !known.iter().any(|k| same_stem(k, w)))
             .count();
-        if news < 2 || words.len() < 3 || crate::domain::confirmation::recognise(text).is_some() {
+        let objects = words.iter().any(|w| OBJECTION_WORDS.contains(&w.as_str()));
+        if (news < 2 && !objects)
+            || words.len() < 3
+            || crate::domain::confirmation::recognise(text).is_some()
+        {
             return None;
         }
         // A customer who explains at length has given the reason: what fits of it is kept (its
@@ -486,6 +490,43 @@ const REQUEST_WORDS: &[&str] = &[
     "deste",
     "nessa",
     "nesta",
+    // Where the charge is and how the customer reached us frame the request too: `I'm calling
+    // about my bill, there's a charge on there I want to contest`, `a charge that appears on my
+    // latest statement`, `tô ligando por causa da minha fatura, tem uma cobrança aí`.
+    "bill",
+    "statement",
+    "invoice",
+    "account",
+    "fatura",
+    "conta",
+    "there",
+    "appears",
+    "shows",
+    "showing",
+    "aparece",
+    "calling",
+    "call",
+    "ligando",
+    "ligar",
+    "liguei",
+    "alo",
+    "formally",
+    "formalmente",
+    "tem",
+    "por",
+    "causa",
+    "que",
+    "ai",
+];
+
+/// Words that say what is wrong (folded): a negation or an excess (`that I don't recognise`,
+/// `que eu não reconheço`, `cobraram a mais`, `charged twice`). With one of them beside the
+/// request, the message gives a reason however few other words it has.
+const OBJECTION_WORDS: &[&str] = &[
+    // An apostrophe splits a word here: `don't` is `don` and `t`.
+    "not", "never", "don", "dont", "didn", "didnt", "doesn", "doesnt", "haven", "wasn", "isn",
+    "twice", "double", "wrong", "nao", "nunca", "nem", "mais", "duas", "dobro", "errado", "errada",
+    "indevida", "indevido",
 ];
 
 /// Two folded words match when they are equal or share their first five letters (`charged` and
