@@ -42,7 +42,13 @@ pub use examples::{ExampleIndex, IndexError, Label};
 pub use head::{FitOptions, LinearHead};
 pub use reading::{classify_from, interpret_from, route_from};
 use reading::{confidence_of, intent_of, SegmentReading};
-use segments::{last_clause, number_like_tokens, segments, sentences, two_words_or_more};
+use segments::{
+    asks_for_agreement, closing_tails, number_like_tokens, segments, sentences, two_words_or_more,
+};
+
+/// The share of a message's reading that must already be an ending for its farewell to decide
+/// (`beleza valeu tchau`: thanks 0.50, end 0.50).
+const CLOSING_SHARE: f32 = 0.4;
 
 /// One embeddings profile: its client and every assistant's fitted examples.
 #[derive(Debug, Clone)]
@@ -138,10 +144,25 @@ impl EmbeddingModel {
         let a = self.catalog.assistant(&assistant);
         let active_tool = request.active_transaction.as_ref().map(|t| t.tool.as_str());
         let agent = request.active_agent.as_deref();
-        let whole = classify_from(&index.rank(&x), a, agent, active_tool);
-        let whole = self
-            .closing_last(request, index, whole, a, agent, active_tool)
-            .await;
+        let ranked = index.rank(&x);
+        let whole = classify_from(&ranked, a, agent, active_tool);
+        let ending: f32 = ranked
+            .iter()
+            .filter(|(l, _)| **l == Label::EndSession)
+            .map(|(_, p)| p)
+            .sum();
+        // Boxed: the second look holds its tails across awaits, and every turn's future
+        // carries this one (`a_turn_waiting_for_a_model_slot_holds_small_futures`).
+        let whole =
+            Box::pin(self.closing_last(request, index, whole, ending, a, agent, active_tool)).await;
+        // A statement closed by `né` / `, right` asks for agreement: no ending, however its
+        // words read (`então ele sai amanhã né`: end 0.93). Not confident: the router reads it.
+        if whole.decision == SessionControl::EndSession && asks_for_agreement(&request.message) {
+            return Ok(ClassifierDecision {
+                confidence: 0.0,
+                ..whole
+            });
+        }
         // A request for a person in any sentence is a request for a person (`but I want it
         // cancelled! get me an agent`): the sentences are read on their own too, and one that
         // asks for a person more confidently than the whole message says anything decides.
@@ -179,43 +200,46 @@ impl EmbeddingModel {
     }
 
     /// A message that leans to ending and closes with a farewell (`ok obrigada, tchau`,
-    /// `great, thanks. bye!`) ends as surely as its farewell does: the thanks before it pull the
-    /// whole message toward the thanks intent, under the threshold. Only when the whole message
-    /// already reads as ending (SC-10: the farewell confirms a reading, it does not make one),
-    /// with no question, and with a short last clause.
+    /// `great, thanks. bye!`, `beleza valeu tchau`) ends as surely as its farewell does: the
+    /// thanks before it pull the whole message toward the thanks intent, under the threshold.
+    /// Only when the whole message already leans to ending — its most probable reading, or at
+    /// least [`CLOSING_SHARE`] of it (SC-10: the farewell confirms a reading, it does not make
+    /// one) — with no question, and with a short closing ([`closing_tails`]).
+    #[allow(clippy::too_many_arguments)]
     async fn closing_last(
         &self,
         request: &ClassifierRequest,
         index: &ExampleIndex,
         whole: ClassifierDecision,
+        ending: f32,
         assistant: Option<&Assistant>,
         agent: Option<&str>,
         active_tool: Option<&str>,
     ) -> ClassifierDecision {
-        const SHORT: usize = 3;
-        if whole.decision != SessionControl::EndSession || request.message.contains(['?', '¿']) {
+        let leans = whole.decision == SessionControl::EndSession || ending >= CLOSING_SHARE;
+        if !leans || request.message.contains(['?', '¿']) {
             return whole;
         }
-        let Some(last) =
-            last_clause(&request.message).filter(|l| l.split_whitespace().count() <= SHORT)
-        else {
+        let tails = closing_tails(&request.message);
+        if tails.is_empty() {
             return whole;
-        };
+        }
+        self.prefetch(&tails).await;
         let named = self.assistant_for_classifier(&request.assistant);
-        match self.embed_one(&named, last).await {
-            Ok((v, _)) => {
-                let closing = classify_from(&index.rank(&v), assistant, agent, active_tool);
-                if closing.decision == SessionControl::EndSession
-                    && closing.confidence > whole.confidence
-                {
-                    closing
-                } else {
-                    whole
-                }
-            }
+        let mut best = whole;
+        for tail in tails {
             // The whole message's reading stands; a failed extra look is no failed decision.
-            Err(_) => whole,
+            let Ok((v, _)) = self.embed_one(&named, tail).await else {
+                continue;
+            };
+            let closing = classify_from(&index.rank(&v), assistant, agent, active_tool);
+            if closing.decision == SessionControl::EndSession
+                && closing.confidence > best.confidence
+            {
+                best = closing;
+            }
         }
+        best
     }
 
     pub async fn route(&self, request: &RouterRequest) -> ModelAnswer<RouterDecision> {
@@ -231,6 +255,13 @@ impl EmbeddingModel {
             index,
         };
         let whole = read.decide_given_values(&x, &request.message, request.locale);
+        if request.active_transaction.is_none() {
+            if let Some(verb) = read.decide_given_verb(&x, &request.message, request.locale) {
+                if confidence_of(&verb) > confidence_of(&whole) {
+                    return Ok(verb);
+                }
+            }
+        }
         let segments = segments(&request.message);
         // The customer's last word names the request (`forget it, just cancel PED-8360
         // instead`; `bom dia, queria rastrear meu pedido`): a last sentence or clause read as a
@@ -518,12 +549,70 @@ mod tests {
     }
 
     #[test]
-    fn the_last_clause_is_the_words_after_the_last_break() {
-        assert_eq!(last_clause("ok obrigada, tchau"), Some("tchau"));
-        assert_eq!(last_clause("great, thanks. bye!"), Some("bye"));
-        assert_eq!(last_clause("thanks!"), None);
-        assert_eq!(last_clause("bye"), None);
-        assert_eq!(last_clause(", bye"), None);
+    fn the_closing_is_the_last_short_clause_or_the_last_words() {
+        let none: Vec<&str> = Vec::new();
+        assert_eq!(closing_tails("ok obrigada, tchau"), vec!["tchau"]);
+        assert_eq!(closing_tails("great, thanks. bye!"), vec!["bye"]);
+        assert_eq!(closing_tails("thanks!"), none);
+        assert_eq!(closing_tails("bye"), none);
+        assert_eq!(closing_tails(", bye"), none);
+        // A long last clause is no closing.
+        assert_eq!(closing_tails("ok, where is my order PED-1001 now"), none);
+        assert_eq!(
+            closing_tails("Thank you very much, dear. That will be all."),
+            vec!["That will be all"]
+        );
+        // Typed without punctuation: the last two words, and the last one.
+        assert_eq!(
+            closing_tails("tá bom obrigado tchau"),
+            vec!["obrigado tchau", "tchau"]
+        );
+        assert_eq!(
+            closing_tails("beleza valeu tchau!"),
+            vec!["valeu tchau", "tchau"]
+        );
+        assert_eq!(closing_tails("valeu tchau"), none);
+    }
+
+    #[test]
+    fn a_verb_names_its_tool_when_only_it_has_that_verb() {
+        let catalog =
+            crate::config::agents::load_catalog(std::path::Path::new("config/agents.example.yaml"))
+                .unwrap();
+        let a = catalog.assistants.values().next().unwrap();
+        let named = |text: &str| reading::named_by_verb(a, text);
+        assert_eq!(
+            named("i want to cancel order PED-27730 it's going to the wrong address"),
+            Some("retail_order_cancel")
+        );
+        assert_eq!(
+            named("então rastreia o ped6187 pra mim"),
+            Some("retail_order_tracking")
+        );
+        assert_eq!(
+            named("Quero contestar isso aí."),
+            Some("billing_contestation")
+        );
+        // Negated, shared by two tools (`check`), two tools named, or none.
+        assert_eq!(named("i don't want to cancel PED-1234"), None);
+        assert_eq!(named("não quero cancelar o PED-1234"), None);
+        assert_eq!(named("can you check PED-1234"), None);
+        assert_eq!(
+            named("don't cancel it, just track PED-2719"),
+            Some("retail_order_tracking")
+        );
+        assert_eq!(named("cancel PED-1234 and track PED-4321"), None);
+        assert_eq!(named("where is my order"), None);
+    }
+
+    #[test]
+    fn a_closing_tag_asks_for_agreement() {
+        assert!(asks_for_agreement("então ele sai amanhã né"));
+        assert!(asks_for_agreement("então ele sai amanhã, né."));
+        assert!(asks_for_agreement("so it ships tomorrow, right"));
+        assert!(!asks_for_agreement("all right"));
+        assert!(!asks_for_agreement("ok, tchau"));
+        assert!(!asks_for_agreement("nenhuma"));
     }
 
     #[test]
@@ -576,7 +665,12 @@ mod tests {
             name: "acknowledgement".to_owned(),
         };
         let oos = Label::OutOfScope;
-        match route_from(&[(&thanks, 0.52), (&ack, 0.45), (&oos, 0.03)], None, false) {
+        match route_from(
+            &[(&thanks, 0.52), (&ack, 0.45), (&oos, 0.03)],
+            None,
+            false,
+            None,
+        ) {
             RouterDecision::Topic {
                 topic, confidence, ..
             } => {
@@ -597,6 +691,7 @@ mod tests {
             &[(&timing, 0.52), (&refund, 0.45), (&oos, 0.03)],
             None,
             true,
+            None,
         ) {
             RouterDecision::Topic { confidence, .. } => {
                 assert!((confidence - 0.52).abs() < 1e-6, "{confidence}")
@@ -623,7 +718,8 @@ mod tests {
         )
         .expect("the example configuration parses");
         let assistant = catalog.assistants.values().next();
-        let confidence = |ranked: &[(&Label, f32)]| match route_from(ranked, assistant, false) {
+        let confidence = |ranked: &[(&Label, f32)]| match route_from(ranked, assistant, false, None)
+        {
             RouterDecision::Route { confidence, .. } => confidence,
             other => panic!("{other:?}"),
         };
@@ -637,6 +733,7 @@ mod tests {
             &[(&payment, 0.5), (&bill, 0.45), (&oos, 0.05)],
             assistant,
             false,
+            None,
         ) {
             // Its question more than its request: as sure as the two together (0.5 + 0.45).
             RouterDecision::Topic { confidence, .. } => assert!((confidence - 0.95).abs() < 1e-6),

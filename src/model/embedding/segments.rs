@@ -63,6 +63,48 @@ pub(super) fn last_clause(message: &str) -> Option<&str> {
     (!head.trim().is_empty() && !tail.is_empty()).then_some(tail)
 }
 
+/// Where a closing would stand: the last clause (five words at most: `that will be all`, `tenha
+/// uma boa tarde`), or in a message of three words or more typed without punctuation its last
+/// two words and its last one (`tá bom
+/// obrigado tchau` → `obrigado tchau`, `tchau`; `tá bom brigado era isso` → `era isso`, `isso`).
+pub(super) fn closing_tails(message: &str) -> Vec<&str> {
+    const SHORT: usize = 3;
+    const CLAUSE: usize = 5;
+    if let Some(last) = last_clause(message) {
+        return if last.split_whitespace().count() <= CLAUSE {
+            vec![last]
+        } else {
+            Vec::new()
+        };
+    }
+    let trimmed = message.trim().trim_end_matches(['.', '!']);
+    let starts: Vec<usize> = trimmed
+        .split_whitespace()
+        .map(|w| w.as_ptr() as usize - trimmed.as_ptr() as usize)
+        .collect();
+    if starts.len() < SHORT {
+        return Vec::new();
+    }
+    starts
+        .iter()
+        .rev()
+        .take(2)
+        .rev()
+        .filter_map(|&start| trimmed.get(start..))
+        .collect()
+}
+
+/// A statement closed by a tag that asks for agreement (`então ele sai amanhã né`, `it ships
+/// tomorrow, right`): a question, whatever its words.
+pub(super) fn asks_for_agreement(message: &str) -> bool {
+    let trimmed = message
+        .trim()
+        .trim_end_matches(['.', '!', ' '])
+        .to_lowercase();
+    let last = trimmed.rsplit(char::is_whitespace).next().unwrap_or("");
+    matches!(last, "né" | "ne" | "neh") || trimmed.ends_with(", right")
+}
+
 /// Runs of digits (with the separators inside a number: `1.050,00`, `01310-100`, `PED-1001`
 /// counts once) in a message.
 pub(super) fn number_like_tokens(message: &str) -> usize {
