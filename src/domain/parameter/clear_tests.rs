@@ -1071,3 +1071,32 @@ fn an_amount_written_with_its_cents_fills_money_anywhere_unless_a_number_or_date
     );
     assert_eq!(got.value("amount"), None);
 }
+#[test]
+fn the_prefix_typed_loosely_before_too_few_digits_is_a_near_miss() {
+    // RP-4: `is ped 211` while the order number is asked is explained with the expected form,
+    // as `PED-211` is; the digits are not read apart from their prefix.
+    let d = domain();
+    let asked = ClearOptions {
+        asked: Some("order_id"),
+        ..Default::default()
+    };
+    for (text, raw) in [
+        ("is ped 211", "ped 211"),
+        ("ped211", "ped211"),
+        ("Ped-12", "Ped-12"),
+        ("PED-211", "PED-211"),
+    ] {
+        let got = extract_clear_with(&d.params(&["order_id"]), text, Locale::En, asked);
+        assert!(got.values.is_empty(), "{text}");
+        assert_eq!(got.rejected.len(), 1, "{text}: {got:?}");
+        assert_eq!(got.rejected[0].invalid.raw, raw, "{text}");
+    }
+    // A valid loose id, and a word that only contains the prefix, are no near-miss.
+    let got = extract_clear_with(&d.params(&["order_id"]), "ped 2110", Locale::En, asked);
+    assert_eq!(got.value("order_id"), Some(&json!("PED-2110")));
+    let got = extract_clear_with(&d.params(&["order_id"]), "speed 20", Locale::En, asked);
+    assert!(
+        got.rejected.iter().all(|r| r.invalid.raw != "ped 20"),
+        "{got:?}"
+    );
+}

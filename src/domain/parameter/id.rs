@@ -24,6 +24,9 @@ pub struct IdPattern {
     pub(super) loose: Option<Regex>,
     /// MG-4a: the rest alone (`^(?:[0-9]{4,})$`): a plain form, for a token.
     pub(super) plain: Option<Regex>,
+    /// RP-4: the prefix's letters typed loosely before digits that are not the id's rest (`ped
+    /// 211` for `PED-[0-9]{4,}`): a near-miss to explain.
+    pub(super) loose_digits: Option<Regex>,
 }
 
 impl IdPattern {
@@ -44,15 +47,19 @@ impl IdPattern {
             return Err(format!("id pattern `{pattern}` matches the empty string"));
         }
         let prefix = literal_prefix(core);
-        let (loose, plain) = match loose_forms(core, &prefix) {
+        let (loose, plain, loose_digits) = match loose_forms(core, &prefix) {
             Some((head, rest)) => (
                 Some(compile(format!(
                     "(?i:{})[ \\-_./#]?(?:{rest})",
                     regex::escape(&head)
                 ))?),
                 Some(compile(format!("^(?:{rest})$"))?),
+                Some(compile(format!(
+                    "(?i:{})[ \\-_./#]?[0-9]+",
+                    regex::escape(&head)
+                ))?),
             ),
-            None => (None, None),
+            None => (None, None, None),
         };
         Ok(IdPattern {
             source: pattern.to_string(),
@@ -62,6 +69,7 @@ impl IdPattern {
             prefix,
             loose,
             plain,
+            loose_digits,
         })
     }
 

@@ -101,8 +101,32 @@ impl Reader<'_> {
                 }
             }
         }
+        // RP-4: the prefix typed loosely before digits that are not the rest (`ped 211`): one
+        // near-miss over both words, so the digits are not read apart from it.
+        if let Some(loose_digits) = &pattern.loose_digits {
+            for m in loose_digits.find_iter(text) {
+                let taken = out.iter().any(|c| overlaps_range(&c.span, &m.range()));
+                if !taken
+                    && standalone(text, &m.range())
+                    && pattern.canonical_loose(m.as_str()).is_none()
+                {
+                    out.push(Candidate {
+                        span: m.range(),
+                        value: Err(InvalidReason::Format),
+                        label_only: false,
+                        plain_id: false,
+                    });
+                }
+            }
+        }
         for span in tokens(text) {
             let token = text.get(span.clone()).unwrap_or("");
+            if out
+                .iter()
+                .any(|c| c.value.is_err() && overlaps_range(&c.span, &span))
+            {
+                continue;
+            }
             // MG-4a, RP-4: digits alone that are not the id's rest (`12` for `[0-9]{4,}`) are a
             // near-miss of its plain form, explained when the id was asked for.
             let digits = !token.is_empty() && token.bytes().all(|b| b.is_ascii_digit());
