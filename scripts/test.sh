@@ -20,9 +20,9 @@ bash scripts/install-tools.sh
 # Floors of the whole-conversation eval (`turnstile eval conversations`, every conversation of
 # tests/data/conversations/, strict figures; docs/decision-quality.md "Whole conversations"):
 # the suite fails when turn accuracy or conversation success falls below its floor, or when more
-# turns than MAX_UNSAFE are unsafe. Set from what the set measures (93.2 % / 83.2 % / 2 since the
-# fourth author's 80 conversations joined it; the two unsafe turns are in their test part and
-# listed in docs/decision-quality.md), so a change that breaks conversations fails.
+# turns than MAX_UNSAFE are unsafe. Set from what the set measures (93.2 % / 81.9 % / 2 since the
+# fifth author's 80 conversations joined it; the two unsafe turns are in the fourth and fifth
+# authors' test parts, docs/decision-quality.md), so a change that breaks conversations fails.
 MIN_TURN_ACCURACY=0.92
 MIN_CONVERSATION_SUCCESS=0.80
 MAX_UNSAFE=2
