@@ -26,7 +26,7 @@ pub struct IdPattern {
     pub(super) plain: Option<Regex>,
     /// RP-4: the prefix's letters typed loosely before digits that are not the id's rest (`ped
     /// 211` for `PED-[0-9]{4,}`): a near-miss to explain.
-    pub(super) loose_digits: Option<Regex>,
+    pub(super) loose_digits: Option<Box<Regex>>,
 }
 
 impl IdPattern {
@@ -54,10 +54,10 @@ impl IdPattern {
                     regex::escape(&head)
                 ))?),
                 Some(compile(format!("^(?:{rest})$"))?),
-                Some(compile(format!(
+                Some(Box::new(compile(format!(
                     "(?i:{})[ \\-_./#]?[0-9]+",
                     regex::escape(&head)
-                ))?),
+                ))?)),
             ),
             None => (None, None, None),
         };

@@ -101,24 +101,7 @@ impl Reader<'_> {
                 }
             }
         }
-        // RP-4: the prefix typed loosely before digits that are not the rest (`ped 211`): one
-        // near-miss over both words, so the digits are not read apart from it.
-        if let Some(loose_digits) = &pattern.loose_digits {
-            for m in loose_digits.find_iter(text) {
-                let taken = out.iter().any(|c| overlaps_range(&c.span, &m.range()));
-                if !taken
-                    && standalone(text, &m.range())
-                    && pattern.canonical_loose(m.as_str()).is_none()
-                {
-                    out.push(Candidate {
-                        span: m.range(),
-                        value: Err(InvalidReason::Format),
-                        label_only: false,
-                        plain_id: false,
-                    });
-                }
-            }
-        }
+        self.loose_near_misses(pattern, &mut out);
         for span in tokens(text) {
             let token = text.get(span.clone()).unwrap_or("");
             if out
@@ -166,6 +149,28 @@ impl Reader<'_> {
         }
         out.sort_by_key(|c| c.span.start);
         out
+    }
+
+    /// RP-4: the prefix typed loosely before digits that are not the rest (`ped 211`): one
+    /// near-miss over both words, so the digits are not read apart from it.
+    fn loose_near_misses(&self, pattern: &IdPattern, out: &mut Vec<Candidate>) {
+        let Some(loose_digits) = &pattern.loose_digits else {
+            return;
+        };
+        for m in loose_digits.find_iter(self.text) {
+            let taken = out.iter().any(|c| overlaps_range(&c.span, &m.range()));
+            if !taken
+                && standalone(self.text, &m.range())
+                && pattern.canonical_loose(m.as_str()).is_none()
+            {
+                out.push(Candidate {
+                    span: m.range(),
+                    value: Err(InvalidReason::Format),
+                    label_only: false,
+                    plain_id: false,
+                });
+            }
+        }
     }
 
     fn cep_candidates(&self) -> Vec<Candidate> {
