@@ -145,6 +145,15 @@ impl Run<'_> {
         Ok(())
     }
 
+    /// PR-6: declined, said as a cancel is (`OK, I won't go ahead with …`), for a turn whose
+    /// reply goes on to answer a new request.
+    pub(super) fn declined_quietly(&mut self) -> Flowing<()> {
+        let tool = self.active_tool();
+        self.terminate(TransactionStatus::Cancelled, reason::DECLINED)?;
+        self.say_about(About::Cancelled, tool);
+        Ok(())
+    }
+
     /// PR-2: explicit cancel.
     pub(super) fn cancel_by_user(&mut self) -> Flowing<()> {
         if self.active_status() == Some(TransactionStatus::Executing) {

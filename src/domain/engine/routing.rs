@@ -146,10 +146,14 @@ impl Run<'_> {
                     .is_empty()
             })
         });
-        self.declined()?;
         match tool {
-            Some(tool) if gives_a_value => Box::pin(self.route(text, Some(&tool))).await,
-            _ => Ok(()),
+            Some(tool) if gives_a_value => {
+                // The request that follows is answered in the same reply: the decline says what
+                // was not done, without asking what else it can do (RP-1).
+                self.declined_quietly()?;
+                Box::pin(self.route(text, Some(&tool))).await
+            }
+            _ => self.declined(),
         }
     }
 
