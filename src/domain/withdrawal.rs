@@ -40,7 +40,7 @@ const WITHDRAWALS: &[&str] = &[
 /// when written `ah never mind`).
 const OPENERS: &[&str] = &[
     "ah", "oh", "ahh", "hmm", "hm", "um", "uh", "ok", "okay", "actually", "nah", "no", "nope",
-    "na", "verdade", "nao", "aff", "entao", "so", "well", "just", "oh well",
+    "na", "verdade", "nao", "aff", "entao", "so", "well", "just",
 ];
 
 /// Whether `text` opens by withdrawing the request (see the module doc). `action_verbs`: the
