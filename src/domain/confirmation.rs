@@ -1057,7 +1057,7 @@ fn only_filler(text: &str) -> bool {
 }
 
 /// The action verb phrases as folded words, as the recogniser compares them.
-fn verb_phrases(action_verbs: &[String]) -> Vec<Vec<String>> {
+pub(crate) fn verb_phrases(action_verbs: &[String]) -> Vec<Vec<String>> {
     action_verbs
         .iter()
         .filter_map(|v| clauses(v))

@@ -139,18 +139,19 @@ impl Run<'_> {
 
     /// PR-6: a negative confirmation cancels with reason `declined`.
     pub(super) fn declined(&mut self) -> Flowing<()> {
-        let tool = self.active_tool();
-        self.terminate(TransactionStatus::Cancelled, reason::DECLINED)?;
-        self.say_about(About::Declined, tool);
-        Ok(())
+        self.decline_saying(About::Declined)
     }
 
     /// PR-6: declined, said as a cancel is (`OK, I won't go ahead with …`), for a turn whose
     /// reply goes on to answer a new request.
     pub(super) fn declined_quietly(&mut self) -> Flowing<()> {
+        self.decline_saying(About::Cancelled)
+    }
+
+    fn decline_saying(&mut self, about: About) -> Flowing<()> {
         let tool = self.active_tool();
         self.terminate(TransactionStatus::Cancelled, reason::DECLINED)?;
-        self.say_about(About::Cancelled, tool);
+        self.say_about(about, tool);
         Ok(())
     }
 

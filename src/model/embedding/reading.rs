@@ -401,21 +401,15 @@ const NEGATORS: &[&str] = &[
 /// name none.
 pub(super) fn named_by_verb<'a>(assistant: &'a Assistant, text: &str) -> Option<&'a str> {
     let words: Vec<String> = confirmation::clauses(text)?.into_iter().flatten().collect();
-    let fold = |v: &String| -> Vec<String> {
-        confirmation::clauses(v)
-            .map(|c| c.into_iter().flatten().collect())
-            .unwrap_or_default()
-    };
     let verbs: Vec<(&str, Vec<String>)> = assistant
         .tools
         .iter()
         .flat_map(|(name, t)| {
-            t.action_verbs
-                .values()
-                .flatten()
-                .map(move |v| (name.as_str(), fold(v)))
+            let own: Vec<String> = t.action_verbs.values().flatten().cloned().collect();
+            confirmation::verb_phrases(&own)
+                .into_iter()
+                .map(move |v| (name.as_str(), v))
         })
-        .filter(|(_, v)| !v.is_empty())
         .collect();
     let shared = |v: &Vec<String>, tool: &str| verbs.iter().any(|(t, w)| w == v && *t != tool);
     let said = |v: &Vec<String>| {
