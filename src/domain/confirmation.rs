@@ -214,6 +214,27 @@ const LEXICON: &[(&str, Kind)] = &[
     ("very well", TRUE),
     ("the one", TRUE),
     ("go for it", TRUE),
+    ("crack on", TRUE),
+    ("carry on", TRUE),
+    ("let's go", TRUE),
+    ("lets go", TRUE),
+    ("let's do it", TRUE),
+    ("lets do it", TRUE),
+    ("let's roll", TRUE),
+    ("lets roll", TRUE),
+    ("make it so", TRUE),
+    ("send it", TRUE),
+    ("hit it", TRUE),
+    ("too easy", TRUE),
+    ("lovely", TRUE),
+    ("brilliant", TRUE),
+    ("sweet", TRUE),
+    ("spot on", TRUE),
+    ("bingo", TRUE),
+    ("righto", YES),
+    ("roger", YES),
+    ("yessir", YES),
+    ("final answer", Filler),
     ("go on", TRUE),
     ("proceed", TRUE),
     ("please do", TRUE),
@@ -480,6 +501,14 @@ const LEXICON: &[(&str, Kind)] = &[
     ("manda bala", YES),
     ("fechado", YES),
     ("bora", YES),
+    ("bora la", YES),
+    ("fechou", YES),
+    ("partiu", YES),
+    ("firmeza", YES),
+    ("dale", YES),
+    ("suave", YES),
+    ("tranquilo", YES),
+    ("massa", TRUE),
     ("demorou", YES),
     ("de boa", YES),
     ("pode ir", TRUE),
@@ -1316,6 +1345,32 @@ mod tests {
                 "tudo certo, pode seguir",
             ],
             Some(Confirmation::Affirm),
+        );
+    }
+
+    #[test]
+    fn colloquial_and_regional_consents() {
+        // PR-6: British, Australian and casual English; pt-BR slang. `final answer` is filler.
+        all(
+            &[
+                "Lovely, yes, crack on",
+                "yes, final answer",
+                "let's roll",
+                "too easy, yep",
+                "righto",
+                "brilliant, send it",
+                "fechou",
+                "bora lá",
+                "partiu, pode fazer",
+                "firmeza",
+                "tranquilo, pode ir",
+            ],
+            Some(Confirmation::Affirm),
+        );
+        // Negated, a consent refuses.
+        all(
+            &["don't send it", "no, don't crack on"],
+            Some(Confirmation::Deny),
         );
     }
 

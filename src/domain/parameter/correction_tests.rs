@@ -230,3 +230,94 @@ fn mg6_except_introduces_a_correction() {
         one("house_number", json!(420))
     );
 }
+
+// MG-6 inside one message: the value restated after a take-back word wins, in a first message
+// (no correction pending) as in a correction, and the taken-back value leaves nothing unread.
+#[test]
+fn mg6_a_value_restated_in_the_same_message_replaces_the_one_before() {
+    for (text, asked, correction, name, value) in [
+        (
+            "cancel my order PED-72644 please, er, I mean PED-72646",
+            None,
+            false,
+            "order_id",
+            json!("PED-72646"),
+        ),
+        (
+            "onde tá meu pedido PED-75630? quer dizer, PED-75603",
+            None,
+            false,
+            "order_id",
+            json!("PED-75603"),
+        ),
+        (
+            "PED-1001, sorry, PED-2002, no wait, PED-3003",
+            None,
+            false,
+            "order_id",
+            json!("PED-3003"),
+        ),
+        (
+            "number 15, no sorry, 51",
+            Some("house_number"),
+            false,
+            "house_number",
+            json!(51),
+        ),
+        (
+            "15 digo 51",
+            Some("house_number"),
+            false,
+            "house_number",
+            json!(51),
+        ),
+        (
+            "PED-1001, no, PED-2002",
+            None,
+            false,
+            "order_id",
+            json!("PED-2002"),
+        ),
+    ] {
+        assert_eq!(read(text, asked, correction), one(name, value), "{text}");
+    }
+}
+
+// MG-6: a second value that adds, or a negated one, is no restatement: the first reading stands
+// (`PED-1001 not PED-2002` negates the second; `and also` adds one).
+#[test]
+fn mg6_an_added_or_negated_second_value_restates_nothing() {
+    for text in [
+        "track PED-1001 and also PED-2002",
+        "PED-1001 not PED-2002",
+        "PED-1001 sorry to bother you but I also ordered PED-2002 last week",
+    ] {
+        assert_eq!(
+            read(text, None, false),
+            one("order_id", json!("PED-1001")),
+            "{text}"
+        );
+    }
+}
+
+// MG-6: negating the held value makes the other reading of that parameter the correction,
+// whatever else the message says; a question, or no negated held value, corrects nothing.
+#[test]
+fn mg6_negating_the_held_value_corrects_it_inside_a_longer_message() {
+    let held: std::collections::BTreeMap<String, Value> =
+        [("house_number".to_string(), json!(150))]
+            .into_iter()
+            .collect();
+    let at = |text: &str| read_holding(text, None, true, Some(&held));
+    assert_eq!(
+        at("hmm wait, looking at it again it was 105, not 150"),
+        one("house_number", json!(105))
+    );
+    assert_eq!(at("looking at it again it was 105"), vec![]);
+    assert_eq!(at("looking at it again was it 105, not 150?"), vec![]);
+    // A spaced dash parts clauses: the correction's clause is only the correction.
+    assert_eq!(
+        read("Terribly sorry, I misread it - it's 105", None, true),
+        one("house_number", json!(105))
+    );
+}

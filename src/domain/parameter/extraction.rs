@@ -10,6 +10,7 @@ use crate::domain::locale::Locale;
 use super::filler::is_filler;
 use super::labels::Labels;
 use super::reader::{Candidate, Reader};
+use super::restated::taken_back_spans;
 use super::scan::literals;
 use super::text::{overlaps, slice, words};
 use super::{Invalid, InvalidReason, ParameterKind};
@@ -230,7 +231,14 @@ fn clause_of(text: &str, removed: &[Range<usize>], spans: &[Range<usize>]) -> Op
     let breaks: Vec<usize> = text
         .char_indices()
         .filter(|(i, c)| {
-            matches!(c, ',' | ';' | '.' | '!' | '?') && !overlaps(removed, &(*i..*i + 1))
+            // A dash between spaces parts clauses as a comma does (`I misread it - it's 44,90`).
+            let spaced_dash = matches!(c, '-' | '–' | '—')
+                && text.get(..*i).is_some_and(|b| b.ends_with(' '))
+                && text
+                    .get(*i + c.len_utf8()..)
+                    .is_some_and(|a| a.starts_with(' '));
+            (matches!(c, ',' | ';' | '.' | '!' | '?') || spaced_dash)
+                && !overlaps(removed, &(*i..*i + c.len_utf8()))
         })
         .map(|(i, _)| i)
         .collect();
@@ -364,8 +372,26 @@ fn read(
     } else {
         Vec::new()
     };
+    // MG-6: parameters whose held value the message negates (`it was 105, not 150` while 150
+    // is held): another reading of them is the correction, whatever else the message says.
+    let negated_held: Vec<usize> = params
+        .iter()
+        .enumerate()
+        .filter(|(i, p)| {
+            let held = options.held.and_then(|h| h.get(p.name));
+            candidates.get(*i).is_some_and(|cs| {
+                cs.iter().any(|c| {
+                    overlaps(&negated, &c.span) && held.is_some_and(|h| c.value.as_ref() == Ok(h))
+                })
+            })
+        })
+        .map(|(i, _)| i)
+        .collect();
+    // MG-6 inside one message: a value restated after `I mean`, `sorry`, `quer dizer`…
+    // replaces the reading before it, which is set aside like a negated one.
+    let taken_back = taken_back_spans(&reader, params, &labels, &candidates);
     for cands in &mut candidates {
-        cands.retain(|c| !overlaps(&negated, &c.span));
+        cands.retain(|c| !overlaps(&negated, &c.span) && !overlaps(&taken_back, &c.span));
     }
     // MG-4a: where a plain id form may fill without its label.
     let plain_id_ok = |i: usize, c: &Candidate| -> bool {
@@ -480,6 +506,7 @@ fn read(
         let mut removed: Vec<Range<usize>> =
             picks.iter().chain(&misses).map(Pick::whole_span).collect();
         removed.extend(negated.iter().cloned());
+        removed.extend(taken_back.iter().cloned());
         whole = reader.only_filler_outside(&removed, options.correction);
         if !whole && options.correction {
             // MG-6: a correction may be followed by why (`yes but it's 310, forgot the tax`):
@@ -488,6 +515,13 @@ fn read(
                 picks.iter().chain(&misses).map(Pick::whole_span).collect();
             whole = clause_of(text, &removed, &spans)
                 .is_some_and(|clause| reader.only_filler_within(&clause, &removed));
+        }
+        if !whole && options.correction && !negated_held.is_empty() {
+            let bare_are_corrections = picks
+                .iter()
+                .filter(|p| p.clarity == Clarity::Bare)
+                .all(|p| negated_held.contains(&p.param));
+            whole = bare_are_corrections && !text.trim_end().ends_with('?');
         }
         if !whole {
             picks.retain(|p| p.clarity != Clarity::Bare);

@@ -95,6 +95,7 @@ mod labels;
 mod money;
 mod number;
 mod reader;
+mod restated;
 mod scan;
 mod text;
 mod validate;
