@@ -105,6 +105,9 @@ pub struct Topic {
     pub examples: Examples,
     /// The reply, per locale.
     pub reply: Localized,
+    /// A request no tool does, answered with guidance (`can I pay here?` → how to pay): the
+    /// reply is the assistant's out-of-scope message, then `reply`.
+    pub out_of_scope: bool,
 }
 
 /// A domain agent the router can pick.

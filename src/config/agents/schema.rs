@@ -72,6 +72,10 @@ pub(super) struct RawTopic {
     pub(super) reply: Option<RawLocalized>,
     #[serde(default)]
     pub(super) answer: Option<RawLocalized>,
+    /// The topic answers a request no tool does (`can I pay here?`): the reply starts with the
+    /// assistant's out-of-scope message.
+    #[serde(default)]
+    pub(super) out_of_scope: bool,
 }
 
 /// `examples: {en: [...], pt-BR: [...]}`.

@@ -135,6 +135,7 @@ impl Validator<'_> {
                     "add `examples: {en: [...], pt-BR: [...]}` with what customers say",
                 );
             }
+            let out_of_scope = topic.out_of_scope;
             let (given, other) = if text == "answer" {
                 (topic.answer, topic.reply)
             } else {
@@ -160,6 +161,7 @@ impl Validator<'_> {
                 name,
                 examples,
                 reply,
+                out_of_scope,
             });
         }
         out

@@ -423,18 +423,23 @@ impl Run<'_> {
     }
 
     /// The configured reply of a question about `tool` or of a conversational intent (`tool`
-    /// none), in the turn's locale; `None` when no such topic is configured.
+    /// none), in the turn's locale, after the out-of-scope message for a topic that answers a
+    /// request no tool does; `None` when no such topic is configured.
     fn topic_reply(&self, tool: Option<String>, topic: &str) -> Option<String> {
         let topics = match tool {
             Some(t) => &self.assistant.tools.get(&t)?.questions,
             None => &self.assistant.conversation,
         };
-        let reply = topics
-            .iter()
-            .find(|q| q.name == topic)?
-            .reply
-            .get(self.turn.locale);
-        Some(reply.to_owned()).filter(|r| !r.is_empty())
+        let topic = topics.iter().find(|q| q.name == topic)?;
+        let reply = topic.reply.get(self.turn.locale);
+        if reply.is_empty() {
+            return None;
+        }
+        Some(if topic.out_of_scope {
+            format!("{} {reply}", self.msgs.out_of_scope)
+        } else {
+            reply.to_owned()
+        })
     }
 
     /// Step 6 with a transaction active and no new intent: the interpreter reads the message if

@@ -298,6 +298,19 @@ fn mg6_an_added_or_negated_second_value_restates_nothing() {
             "{text}"
         );
     }
+    // `no` is also the Portuguese `in the`: nothing is taken back.
+    assert_eq!(
+        read(
+            "entregar o pedido PED-1001 no CEP 01310-100, número 120",
+            None,
+            false
+        ),
+        vec![
+            ("order_id".to_string(), json!("PED-1001")),
+            ("zip_code".to_string(), json!("01310-100")),
+            ("house_number".to_string(), json!(120)),
+        ]
+    );
 }
 
 // MG-6: negating the held value makes the other reading of that parameter the correction,

@@ -9,9 +9,9 @@ use super::labels::Labels;
 use super::reader::{Candidate, Reader};
 
 /// Words that take back what was just typed (folded): `I mean`, `sorry`, `wait`, `actually`,
-/// `quer dizer`, `digo`, `ou melhor`, `na verdade`, `errei`. `no`/`não` count only when a
-/// comma or another word separates them from the restated value: `PED-1 not PED-2` negates
-/// PED-2 instead.
+/// `quer dizer`, `digo`, `ou melhor`, `na verdade`, `errei`. `no`/`não` count only followed by
+/// punctuation (`PED-1, no, PED-2`): `PED-1 not PED-2` negates PED-2, and `no` is also the
+/// Portuguese `in the` (`pedido PED-1001 no CEP 01310-100`).
 const TAKE_BACK: &[&str] = &[
     "mean",
     "meant",
@@ -93,14 +93,12 @@ fn restates(reader: &Reader<'_>, old: &Range<usize>, new: &Range<usize>) -> bool
     if gap.len() > MAX_GAP_WORDS || gap.iter().any(|(_, w)| ADDITIVE.contains(&w.as_str())) {
         return false;
     }
-    let last = gap.len().saturating_sub(1);
-    gap.iter().enumerate().any(|(k, (r, w))| {
+    gap.iter().any(|(r, w)| {
         TAKE_BACK.contains(&w.as_str())
             || (TAKE_BACK_NEGATORS.contains(&w.as_str())
-                && (k < last
-                    || reader
-                        .text
-                        .get(r.end..new.start)
-                        .is_some_and(|between| between.contains([',', '.', ';', '!', ':']))))
+                && reader
+                    .text
+                    .get(r.end..)
+                    .is_some_and(|after| after.trim_start().starts_with([',', '.', ';', '!', ':'])))
     })
 }
