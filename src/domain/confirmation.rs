@@ -1105,6 +1105,44 @@ pub(crate) fn names_a_verb(text: &str, action_verbs: &[String]) -> bool {
     })
 }
 
+/// Words that negate a verb up to three words after them (folded, as [`clauses`] splits them):
+/// `don't track it`, `não quero cancelar`, `can't you see it on my account?`.
+const VERB_NEGATORS: &[&str] = &[
+    "not", "no", "don't", "dont", "didn't", "never", "can't", "cant", "cannot", "won't", "nao",
+    "nem", "nunca",
+];
+
+/// Whether `phrase` occurs in `words` with no [`VERB_NEGATORS`] word in the three words before
+/// it.
+pub(crate) fn said_unnegated(words: &[String], phrase: &[String]) -> bool {
+    !phrase.is_empty()
+        && (0..words.len()).any(|at| {
+            words.get(at..at + phrase.len()) == Some(phrase)
+                && !words
+                    .get(at.saturating_sub(3)..at)
+                    .unwrap_or(&[])
+                    .iter()
+                    .any(|w| VERB_NEGATORS.contains(&w.as_str()))
+        })
+}
+
+/// Whether `text` names one of the action verb phrases, not negated (`show me the bill`; not
+/// `can't you see it on my account?`). Symbols the recogniser does not read are skipped.
+pub(crate) fn names_a_verb_unnegated(text: &str, action_verbs: &[String]) -> bool {
+    let plain: String = text
+        .chars()
+        .filter(|c| c.is_alphanumeric() || c.is_whitespace() || c.is_ascii() || is_punctuation(*c))
+        .collect();
+    let words: Vec<String> = clauses(&plain)
+        .unwrap_or_default()
+        .into_iter()
+        .flatten()
+        .collect();
+    verb_phrases(action_verbs)
+        .iter()
+        .any(|v| said_unnegated(&words, v))
+}
+
 /// The length in words of the longest action verb phrase at the start of `rest`, if any.
 fn longest_verb(rest: &[String], verbs: &[Vec<String>]) -> Option<usize> {
     verbs

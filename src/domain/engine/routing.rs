@@ -15,6 +15,15 @@ use crate::domain::effect::{Answer, FallbackReason, Request, RouterRequest};
 use crate::domain::reply::About;
 use crate::domain::transaction::{reason, TransactionStatus};
 
+/// Words that point back at what is being discussed (folded): a question holding one is about
+/// the transaction in flight, not a request for another tool (PR-3).
+const POINTING_BACK: &[&str] = &[
+    "this", "that", "it", "isso", "isto", "esse", "essa", "este", "aquilo",
+];
+
+/// Words that ask which one (folded).
+const WHICH: &[&str] = &["which", "what", "qual", "quais", "que"];
+
 /// A parsed router answer that counts.
 enum Routed {
     /// Nothing usable: fallback or out of scope (`true` = the router said out of scope).
@@ -215,6 +224,12 @@ impl Run<'_> {
                     self.set_route(&agent, Some(active_tool));
                     Box::pin(self.keep_after_router(text, arguments, false)).await
                 } else if let Some(tool) = tool.filter(|_| !generic) {
+                    if !self.asks_for(&tool, text) {
+                        // A question about something else is no unambiguous new intent (PR-3):
+                        // the transaction is kept and asked again.
+                        return Box::pin(self.keep_after_router(text, BTreeMap::new(), false))
+                            .await;
+                    }
                     if !self.assistant.offers(&self.turn.identity.tenant_id, &tool) {
                         self.say_not_offered(&tool);
                         self.ask_pending();
@@ -240,6 +255,54 @@ impl Run<'_> {
                 None,
             ) => Box::pin(self.route_fresh(text, agent, tool, arguments)).await,
         }
+    }
+
+    /// PR-3 while a transaction is in flight: whether `text` asks for `tool` clearly enough to
+    /// interrupt it. A statement does (`forget it, just tell me how much my bill is`), and so
+    /// does a question that names one of the tool's action verbs, not negated (`can you show me
+    /// the bill?`), gives a value the tool reads (`where is PED-3388 right now?`) or does not
+    /// point back (`where is my order?`). A question that points back at what is in flight
+    /// (`this`, `it`, `isso`: `will this affect my next bill?`, `what's there to explain? can't
+    /// you see it on my account?`), or asks which value a missing parameter means (`qual
+    /// número, o da nota fiscal?`), asks about it: interrupting would drop the transaction and
+    /// run a tool nobody asked for. A tool with no action verbs configured is asked for by any
+    /// question the router gives it.
+    fn asks_for(&self, tool_name: &str, text: &str) -> bool {
+        let Some(tool) = self.assistant.tools.get(tool_name) else {
+            return true;
+        };
+        let verbs: Vec<String> = tool.action_verbs.values().flatten().cloned().collect();
+        if !text.contains(['?', '¿']) || verbs.is_empty() {
+            return true;
+        }
+        let words = crate::domain::parameter::folded_words(text);
+        let points_back = words.iter().any(|w| POINTING_BACK.contains(&w.as_str()))
+            || self.asks_which_value(&words);
+        !points_back
+            || confirmation::names_a_verb_unnegated(text, &verbs)
+            || !super::values::read_clear_values(tool, text, self.turn.locale, Default::default())
+                .values
+                .is_empty()
+    }
+
+    /// Whether `words` ask which value is meant by a parameter still missing (`qual número, o
+    /// da nota fiscal?` while the order number is asked for): `which`/`what`/`qual`/`que`
+    /// right before a word of its label.
+    fn asks_which_value(&self, words: &[String]) -> bool {
+        let (Some(tool), Some(tx)) = (self.active_tool(), self.active()) else {
+            return false;
+        };
+        let labels: Vec<String> = tool
+            .parameters
+            .iter()
+            .filter(|p| tx.missing_parameters.contains(&p.name))
+            .flat_map(|p| [p.label.en.as_str(), p.label.pt_br.as_str()])
+            .flat_map(|l| crate::domain::parameter::content_words(l, &[]))
+            .collect();
+        words.windows(2).any(|pair| match pair {
+            [asks, word] => WHICH.contains(&asks.as_str()) && labels.contains(word),
+            _ => false,
+        })
     }
 
     /// Step 6 with no transaction in flight: open the tool the router named, or say what the

@@ -391,11 +391,6 @@ impl SegmentReading<'_> {
     }
 }
 
-/// Words that negate a verb after them (folded, as the recogniser splits them).
-const NEGATORS: &[&str] = &[
-    "not", "no", "don't", "dont", "didn't", "never", "nao", "nem", "nunca",
-];
-
 /// The one tool whose action verbs the message names, not negated (`não quero cancelar`), when
 /// it is one: a verb several tools share (`check`, `enviar`) names none, and two tools named
 /// name none.
@@ -412,16 +407,7 @@ pub(super) fn named_by_verb<'a>(assistant: &'a Assistant, text: &str) -> Option<
         })
         .collect();
     let shared = |v: &Vec<String>, tool: &str| verbs.iter().any(|(t, w)| w == v && *t != tool);
-    let said = |v: &Vec<String>| {
-        (0..words.len()).any(|at| {
-            words.get(at..at + v.len()) == Some(v.as_slice())
-                && !words
-                    .get(at.saturating_sub(3)..at)
-                    .unwrap_or(&[])
-                    .iter()
-                    .any(|w| NEGATORS.contains(&w.as_str()))
-        })
-    };
+    let said = |v: &Vec<String>| confirmation::said_unnegated(&words, v);
     let mut named = verbs
         .iter()
         .filter(|(tool, v)| !shared(v, tool) && said(v))
