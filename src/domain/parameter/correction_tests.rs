@@ -334,3 +334,19 @@ fn mg6_negating_the_held_value_corrects_it_inside_a_longer_message() {
         one("house_number", json!(105))
     );
 }
+
+// PR-1: the verbs customers hand a value over with, and `then`, are filler.
+#[test]
+fn pr1_a_value_handed_over_with_put_or_coloca_fills_the_asked_parameter() {
+    for (text, value) in [
+        ("righto, put 1 then", 1),
+        ("coloca 12 então", 12),
+        ("bota 7", 7),
+    ] {
+        assert_eq!(
+            read(text, Some("house_number"), false),
+            one("house_number", json!(value)),
+            "{text}"
+        );
+    }
+}

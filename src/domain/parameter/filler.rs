@@ -40,11 +40,13 @@ pub const FILLER_CONJUNCTIONS: &[&str] = &["and", "e"];
 /// Discourse markers and acknowledgements: `sorry, 45`, `ok, 45`, `sim, é 45`. `ok`, `yes` and
 /// `sim` are here on purpose: while parameters are being collected they acknowledge the question
 /// (`ok, 45` answers it); they decide nothing on their own, as a message without a value fills
-/// nothing. Negations (`no`, `not`, `não`) are not filler: `não é 45` must not fill 45.
+/// nothing. Negations (`no`, `not`, `não`) are not filler: `não é 45` must not fill 45. The
+/// verbs customers hand a value over with are filler too: `righto, put 1 then`, `coloca 12`.
 pub const FILLER_DISCOURSE: &[&str] = &[
     "actually", "sorry", "oops", "well", "so", "ah", "oh", "uh", "um", "hmm", "hm", "just", "ok",
     "okay", "yes", "yeah", "yep", "sure", "right", "here", "desculpa", "desculpe", "ops", "opa",
-    "bom", "entao", "certo", "claro", "sim", "pronto", "aqui", "olha",
+    "bom", "entao", "certo", "claro", "sim", "pronto", "aqui", "olha", "then", "righto", "put",
+    "use", "coloca", "coloque", "bota", "poe", "usa",
 ];
 
 /// MG-6: words of correction forms, filler only when a message is read as a possible

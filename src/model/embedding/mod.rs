@@ -654,6 +654,27 @@ mod tests {
         assert_eq!(d.act, InterpreterAct::Unclear);
     }
 
+    // MG-5: a question put to the assistant is no reason; the customer's own question may be.
+    #[test]
+    fn a_question_to_the_assistant_does_not_fill_the_reason() {
+        let tool = Label::Tool("billing_contestation".to_owned());
+        for message in [
+            "vc pode me explicar como funciona antes?",
+            "what's there to explain? can't you see it on my account?",
+        ] {
+            let request = collecting(&["subject", "amount"], message);
+            let d = interpret_from(&[(&tool, 0.8)], &request, None);
+            assert_eq!(d.act, InterpreterAct::Unclear, "{message}");
+        }
+        let request = collecting(
+            &["subject", "amount"],
+            "why was I charged twice for one order?",
+        );
+        let d = interpret_from(&[(&tool, 0.8)], &request, None);
+        assert_eq!(d.act, InterpreterAct::Provide);
+        assert!(d.arguments.contains_key("subject"));
+    }
+
     #[test]
     fn a_conversational_intent_is_as_confident_as_all_of_them_together_a_tool_question_alone() {
         let thanks = Label::Topic {

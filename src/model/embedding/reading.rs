@@ -247,7 +247,11 @@ pub fn interpret_from(
         };
     }
     match free_text {
-        Some(param) if !read_as_other && !request.message.trim().is_empty() => {
+        Some(param)
+            if !read_as_other
+                && !request.message.trim().is_empty()
+                && !asks_the_assistant(&request.message) =>
+        {
             InterpreterDecision {
                 act: InterpreterAct::Provide,
                 arguments: BTreeMap::from([(
@@ -259,6 +263,19 @@ pub fn interpret_from(
         }
         _ => unclear(f64::from(*top_p)),
     }
+}
+
+/// Words that address the assistant (folded): `you`, `vc`, `você`, `cê`, `tu`.
+const ADDRESSING: &[&str] = &["you", "u", "ya", "vc", "voce", "vcs", "voces", "ce", "tu"];
+
+/// MG-5: a question put to the assistant (`vc pode me explicar como funciona antes?`, `what's
+/// there to explain? can't you see it on my account?`) asks something; it is no reason or
+/// description, while a customer's own question (`why was I charged twice?`) may be one.
+pub(super) fn asks_the_assistant(message: &str) -> bool {
+    message.contains(['?', '¿'])
+        && parameter::folded_words(message)
+            .iter()
+            .any(|w| ADDRESSING.contains(&w.as_str()))
 }
 
 /// PR-3a: during a transaction, a question that another tool also answers (`will I get my money
