@@ -151,6 +151,7 @@ fn push_topics(out: &mut Vec<Entry>, topics: &[Topic], at: &str) {
             name,
             examples,
             reply: _,
+            out_of_scope: _,
         } = topic;
         push_examples(out, examples, &format!("{at}.{name}.examples"));
     }
