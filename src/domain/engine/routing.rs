@@ -224,23 +224,7 @@ impl Run<'_> {
                     self.set_route(&agent, Some(active_tool));
                     Box::pin(self.keep_after_router(text, arguments, false)).await
                 } else if let Some(tool) = tool.filter(|_| !generic) {
-                    if !self.asks_for(&tool, text) {
-                        // A question about something else is no unambiguous new intent (PR-3):
-                        // the transaction is kept and asked again.
-                        return Box::pin(self.keep_after_router(text, BTreeMap::new(), false))
-                            .await;
-                    }
-                    if !self.assistant.offers(&self.turn.identity.tenant_id, &tool) {
-                        self.say_not_offered(&tool);
-                        self.ask_pending();
-                        return Ok(());
-                    }
-                    // PR-3: an unambiguous new intent interrupts.
-                    let stopped = self.active_tool();
-                    self.terminate(TransactionStatus::Cancelled, reason::INTERRUPTED)?;
-                    self.say_about(About::Interrupted, stopped);
-                    self.set_route(&agent, Some(tool.clone()));
-                    Box::pin(self.open(&agent, &tool, arguments, text)).await
+                    Box::pin(self.interrupt_for(text, agent, tool, arguments)).await
                 } else {
                     // A generic mention of another agent is not a new intent: keep and clarify.
                     Box::pin(self.keep_after_router(text, BTreeMap::new(), false)).await
@@ -255,6 +239,30 @@ impl Run<'_> {
                 None,
             ) => Box::pin(self.route_fresh(text, agent, tool, arguments)).await,
         }
+    }
+
+    /// PR-3: the router named another tool while a transaction is in flight. An unambiguous new
+    /// intent interrupts it; a question about something else keeps it and asks again.
+    async fn interrupt_for(
+        &mut self,
+        text: &str,
+        agent: String,
+        tool: String,
+        arguments: BTreeMap<String, Value>,
+    ) -> Flowing<()> {
+        if !self.asks_for(&tool, text) {
+            return Box::pin(self.keep_after_router(text, BTreeMap::new(), false)).await;
+        }
+        if !self.assistant.offers(&self.turn.identity.tenant_id, &tool) {
+            self.say_not_offered(&tool);
+            self.ask_pending();
+            return Ok(());
+        }
+        let stopped = self.active_tool();
+        self.terminate(TransactionStatus::Cancelled, reason::INTERRUPTED)?;
+        self.say_about(About::Interrupted, stopped);
+        self.set_route(&agent, Some(tool.clone()));
+        Box::pin(self.open(&agent, &tool, arguments, text)).await
     }
 
     /// PR-3 while a transaction is in flight: whether `text` asks for `tool` clearly enough to
