@@ -575,6 +575,27 @@ mod tests {
     }
 
     #[test]
+    fn a_request_that_says_only_the_verb_is_told_from_one_that_says_more() {
+        let catalog =
+            crate::config::agents::load_catalog(std::path::Path::new("config/agents.example.yaml"))
+                .unwrap();
+        let a = catalog.assistants.values().next().unwrap();
+        let contest = a.tools.get("billing_contestation").unwrap();
+        let track = a.tools.get("retail_order_tracking").unwrap();
+        assert!(reading::only_the_verb(contest, "quero contestar"));
+        assert!(reading::only_the_verb(track, "I want to track"));
+        assert!(!reading::only_the_verb(contest, "quero contestar isso aí"));
+        assert!(!reading::only_the_verb(
+            contest,
+            "how long does it take to contest"
+        ));
+        assert!(!reading::only_the_verb(contest, "quero"));
+        // A verb alone frames no request (`show` is Portuguese slang for "great").
+        let bill = a.tools.get("billing_show_bill").unwrap();
+        assert!(!reading::only_the_verb(bill, "show"));
+    }
+
+    #[test]
     fn a_verb_names_its_tool_when_only_it_has_that_verb() {
         let catalog =
             crate::config::agents::load_catalog(std::path::Path::new("config/agents.example.yaml"))

@@ -382,7 +382,8 @@ impl SegmentReading<'_> {
     /// the normalisation, and the request competes only with the questions about it (PR-3a).
     /// The sentence model alone reads the reason or the typed id more than the verb (the
     /// address change 0.73; out of scope 0.62). Only with no transaction in flight, where a
-    /// verb cannot mean "abandon what is pending".
+    /// verb cannot mean "abandon what is pending". A message that says nothing but the verb
+    /// (`quero contestar`: 0.65 beside the contestation's questions) asks for the tool alone.
     pub(super) fn decide_given_verb(
         &self,
         x: &[f32],
@@ -391,7 +392,11 @@ impl SegmentReading<'_> {
     ) -> Option<RouterDecision> {
         let assistant = self.assistant?;
         let tool = named_by_verb(assistant, text)?;
-        if !reads_a_value(assistant.tools.get(tool)?, text, locale) {
+        let spec = assistant.tools.get(tool)?;
+        // `quero contestar`, `I want to track`: nothing but the verb, so no question about the
+        // tool either.
+        let bare = only_the_verb(spec, text);
+        if !bare && !reads_a_value(spec, text, locale) {
             return None;
         }
         let own: Vec<(&Label, f32)> = self
@@ -400,7 +405,7 @@ impl SegmentReading<'_> {
             .into_iter()
             .filter(|(l, _)| match l {
                 Label::Tool(t) => t == tool,
-                Label::Topic { tool: Some(t), .. } => t == tool,
+                Label::Topic { tool: Some(t), .. } => t == tool && !bare,
                 _ => false,
             })
             .collect();
@@ -431,6 +436,50 @@ pub(super) fn named_by_verb<'a>(assistant: &'a Assistant, text: &str) -> Option<
         .map(|(tool, _)| *tool);
     let first = named.next()?;
     named.all(|t| t == first).then_some(first)
+}
+
+/// Words that frame a request without saying what it is (folded): `quero contestar`, `I want to
+/// track`, `can you help me cancel`.
+const REQUEST_FRAME: &[&str] = &[
+    "want",
+    "wanna",
+    "would",
+    "like",
+    "need",
+    "to",
+    "can",
+    "could",
+    "help",
+    "quero",
+    "queria",
+    "gostaria",
+    "preciso",
+    "precisava",
+    "de",
+    "pode",
+    "poderia",
+    "ajuda",
+    "ajudar",
+    "favor",
+];
+
+/// Whether `text` says nothing but a request frame and `tool`'s action verbs (`quero
+/// contestar`): it frames a request, and every word that is not filler or framing is a word of
+/// one of its verbs. A verb alone is no request: `show` is also Portuguese slang for "great".
+pub(super) fn only_the_verb(tool: &Tool, text: &str) -> bool {
+    let verb_words: Vec<String> = tool
+        .action_verbs
+        .values()
+        .flatten()
+        .flat_map(|v| parameter::folded_words(v))
+        .collect();
+    let words = parameter::content_words(text, &[]);
+    let framed = words.iter().any(|w| REQUEST_FRAME.contains(&w.as_str()));
+    let said: Vec<&String> = words
+        .iter()
+        .filter(|w| !REQUEST_FRAME.contains(&w.as_str()))
+        .collect();
+    framed && !said.is_empty() && said.iter().all(|w| verb_words.contains(w))
 }
 
 /// Whether the typed parsers clearly read one of `tool`'s parameters in `text` (PR-1's reading:
