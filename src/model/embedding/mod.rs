@@ -43,7 +43,8 @@ pub use head::{FitOptions, LinearHead};
 pub use reading::{classify_from, interpret_from, route_from};
 use reading::{confidence_of, intent_of, SegmentReading};
 use segments::{
-    asks_for_agreement, closing_tails, number_like_tokens, segments, sentences, two_words_or_more,
+    asks_for_agreement, closing_tails, conjoined, number_like_tokens, segments, sentences,
+    two_words_or_more,
 };
 
 /// The share of a message's reading that must already be an ending for its farewell to decide
@@ -256,10 +257,14 @@ impl EmbeddingModel {
         };
         let whole = read.decide_given_values(&x, &request.message, request.locale);
         if request.active_transaction.is_none() {
-            if let Some(verb) = read.decide_given_verb(&x, &request.message, request.locale) {
-                if confidence_of(&verb) > confidence_of(&whole) {
-                    return Ok(verb);
-                }
+            let verb = read.decide_given_verb(&x, &request.message, request.locale);
+            let first = self.first_of_two(request, &read).await;
+            let surest = [verb, first]
+                .into_iter()
+                .flatten()
+                .max_by(|a, b| confidence_of(a).total_cmp(&confidence_of(b)));
+            if let Some(surest) = surest.filter(|d| confidence_of(d) > confidence_of(&whole)) {
+                return Ok(surest);
             }
         }
         let segments = segments(&request.message);
@@ -302,6 +307,28 @@ impl EmbeddingModel {
             }
         }
         Ok(best)
+    }
+
+    /// Two requests joined by `and` / `e` (`please cancel PED-73688 and tell me how much my bill
+    /// is`, `quero cancelar o pedido PED-75140 e também contestar uma cobrança…`): each reads
+    /// under the threshold as a whole, so the message went out of scope. The first is taken,
+    /// as customers list what matters first, when it names its tool by that tool's own verb
+    /// (`I was charged twice and I want to cancel it` gives a reason first, not a request) and
+    /// the second part reads as another tool's request.
+    async fn first_of_two(
+        &self,
+        request: &RouterRequest,
+        read: &SegmentReading<'_>,
+    ) -> Option<RouterDecision> {
+        let (first, second) = conjoined(&request.message)?;
+        let named = reading::named_by_verb(read.assistant?, first)?;
+        self.prefetch(&[first, second]).await;
+        let first = self.read_request(request, read, first).await?;
+        let second = self.read_request(request, read, second).await?;
+        let (Some(a), Some(b)) = (intent_of(&first), intent_of(&second)) else {
+            return None;
+        };
+        (a == named && a != b).then_some(first)
     }
 
     /// Embeds in one call the texts not embedded lately, so reading them one by one costs no
@@ -572,6 +599,24 @@ mod tests {
             vec!["valeu tchau", "tchau"]
         );
         assert_eq!(closing_tails("valeu tchau"), none);
+    }
+
+    #[test]
+    fn two_requests_joined_by_and_split_at_the_first_join() {
+        assert_eq!(
+            conjoined("please cancel PED-73688 and tell me how much my bill is"),
+            Some(("please cancel PED-73688", "tell me how much my bill is"))
+        );
+        assert_eq!(
+            conjoined("quero cancelar o pedido PED-75140 e também contestar uma cobrança"),
+            Some((
+                "quero cancelar o pedido PED-75140",
+                "contestar uma cobrança"
+            ))
+        );
+        // Too short a part to be a request.
+        assert_eq!(conjoined("cancel and refund my order"), None);
+        assert_eq!(conjoined("track my order please"), None);
     }
 
     #[test]

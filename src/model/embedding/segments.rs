@@ -49,6 +49,35 @@ pub(super) fn segments(message: &str) -> Vec<&str> {
     clauses.into_iter().map(str::trim).collect()
 }
 
+/// Words that join a second request to a first (folded, lower case): `and`, `e`.
+const JOINS: &[&str] = &[" and ", " e "];
+
+/// Words that may open the second request after the join: `and also`, `e também`.
+const ADDING: &[&str] = &["also ", "then ", "também ", "tambem ", "depois "];
+
+/// The two parts of a message that joins two requests with `and` / `e` at its first such join
+/// (`please cancel PED-73688 and tell me how much my bill is`), each of three words or more,
+/// the second without its `also` / `também`.
+pub(super) fn conjoined(message: &str) -> Option<(&str, &str)> {
+    let lower = message.to_lowercase();
+    // Offsets found in the lower case must hold in the message.
+    if lower.len() != message.len() {
+        return None;
+    }
+    let at = JOINS
+        .iter()
+        .filter_map(|j| lower.find(j).map(|i| (i, j.len())))
+        .min_by_key(|(i, _)| *i)?;
+    let first = message.get(..at.0)?.trim();
+    let mut second = message.get(at.0 + at.1..)?.trim();
+    let second_lower = second.to_lowercase();
+    if let Some(add) = ADDING.iter().find(|a| second_lower.starts_with(**a)) {
+        second = second.get(add.len()..)?.trim();
+    }
+    let words = |s: &str| s.split_whitespace().count();
+    (words(first) >= 3 && words(second) >= 3).then_some((first, second))
+}
+
 pub(super) fn two_words_or_more(segment: &&str) -> bool {
     segment.split_whitespace().count() >= 2
 }
