@@ -20,7 +20,7 @@ bash scripts/install-tools.sh
 # Floors of the whole-conversation eval (`turnstile eval conversations`, every conversation of
 # tests/data/conversations/, strict figures; docs/decision-quality.md "Whole conversations"):
 # the suite fails when turn accuracy or conversation success falls below its floor, or when more
-# turns than MAX_UNSAFE are unsafe. Set from what the set measures (92.6 % / 81.0 % / 2 since the
+# turns than MAX_UNSAFE are unsafe. Set from what the set measures (92.9 % / 81.6 % / 2 since the
 # sixth author's 80 conversations joined it; the two unsafe turns are in the fifth and sixth
 # authors' test parts, docs/decision-quality.md), so a change that breaks conversations fails.
 MIN_TURN_ACCURACY=0.92
