@@ -119,7 +119,11 @@ impl Run<'_> {
                     .iter()
                     .flat_map(|p| [&p.label.en, &p.label.pt_br]),
             );
-        let mut known: Vec<String> = REQUEST_WORDS.iter().map(|w| (*w).to_owned()).collect();
+        let mut known: Vec<String> = parameter::REQUEST_FRAME
+            .iter()
+            .chain(REQUEST_WORDS)
+            .map(|w| (*w).to_owned())
+            .collect();
         for phrase in phrases {
             known.extend(parameter::content_words(phrase, &[]));
         }
@@ -434,28 +438,11 @@ pub(super) fn read_clear_values(
     parameter::extract_clear_with(&params, text, locale, options)
 }
 
-/// Words that frame any request rather than describe it (folded): `I want to`, `can you`,
-/// `quero`, `preciso`, `pode`. What stands beside them in a message is what it says.
+/// Words that frame any request rather than describe it (folded), beyond
+/// [`parameter::REQUEST_FRAME`] (`I want to`, `can you`, `quero`, `preciso`, `pode`): what stands
+/// beside them in a message is what it says.
 const REQUEST_WORDS: &[&str] = &[
-    "want",
-    "wanna",
-    "would",
-    "like",
-    "need",
-    "help",
-    "can",
-    "could",
     "please",
-    "quero",
-    "queria",
-    "gostaria",
-    "preciso",
-    "precisava",
-    "pode",
-    "poderia",
-    "ajuda",
-    "ajudar",
-    "favor",
     "fazer",
     // Framing a request, not a reason: `file a dispute about my last invoice`, `abrir uma
     // contestação sobre a última fatura`.

@@ -116,6 +116,32 @@ pub const CORRECTION_MARKERS: &[&str] = &[
     "not",
 ];
 
+/// Words that frame a request without saying what it is (folded): `quero contestar`, `I want to
+/// track`, `can you help me cancel`. The engine's MG-5 reading and the embeddings router both
+/// set them aside to see what a message says beyond asking.
+pub const REQUEST_FRAME: &[&str] = &[
+    "want",
+    "wanna",
+    "would",
+    "like",
+    "need",
+    "to",
+    "can",
+    "could",
+    "help",
+    "quero",
+    "queria",
+    "gostaria",
+    "preciso",
+    "precisava",
+    "de",
+    "pode",
+    "poderia",
+    "ajuda",
+    "ajudar",
+    "favor",
+];
+
 /// Filler phrases whose words are not filler alone (`por` is a preposition).
 pub const FILLER_PHRASES: &[&[&str]] = &[&["por", "favor"], &["na", "verdade"]];
 

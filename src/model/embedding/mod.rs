@@ -476,6 +476,11 @@ mod tests {
     use crate::domain::locale::Locale;
     use crate::domain::transaction::TransactionStatus;
 
+    fn example_catalog() -> Catalog {
+        crate::config::agents::load_catalog(std::path::Path::new("config/agents.example.yaml"))
+            .unwrap()
+    }
+
     fn collecting(missing: &[&str], message: &str) -> InterpreterRequest {
         InterpreterRequest {
             message: message.to_owned(),
@@ -543,9 +548,7 @@ mod tests {
 
     #[test]
     fn a_tool_reads_a_value_of_a_form_only_it_takes() {
-        let catalog =
-            crate::config::agents::load_catalog(std::path::Path::new("config/agents.example.yaml"))
-                .unwrap();
+        let catalog = example_catalog();
         let tool = |name: &str| {
             catalog
                 .assistants
@@ -621,9 +624,7 @@ mod tests {
 
     #[test]
     fn a_request_that_says_only_the_verb_is_told_from_one_that_says_more() {
-        let catalog =
-            crate::config::agents::load_catalog(std::path::Path::new("config/agents.example.yaml"))
-                .unwrap();
+        let catalog = example_catalog();
         let a = catalog.assistants.values().next().unwrap();
         let contest = a.tools.get("billing_contestation").unwrap();
         let track = a.tools.get("retail_order_tracking").unwrap();
@@ -642,9 +643,7 @@ mod tests {
 
     #[test]
     fn a_verb_names_its_tool_when_only_it_has_that_verb() {
-        let catalog =
-            crate::config::agents::load_catalog(std::path::Path::new("config/agents.example.yaml"))
-                .unwrap();
+        let catalog = example_catalog();
         let a = catalog.assistants.values().next().unwrap();
         let named = |text: &str| reading::named_by_verb(a, text);
         assert_eq!(

@@ -438,31 +438,6 @@ pub(super) fn named_by_verb<'a>(assistant: &'a Assistant, text: &str) -> Option<
     named.all(|t| t == first).then_some(first)
 }
 
-/// Words that frame a request without saying what it is (folded): `quero contestar`, `I want to
-/// track`, `can you help me cancel`.
-const REQUEST_FRAME: &[&str] = &[
-    "want",
-    "wanna",
-    "would",
-    "like",
-    "need",
-    "to",
-    "can",
-    "could",
-    "help",
-    "quero",
-    "queria",
-    "gostaria",
-    "preciso",
-    "precisava",
-    "de",
-    "pode",
-    "poderia",
-    "ajuda",
-    "ajudar",
-    "favor",
-];
-
 /// Whether `text` says nothing but a request frame and `tool`'s action verbs (`quero
 /// contestar`): it frames a request, and every word that is not filler or framing is a word of
 /// one of its verbs. A verb alone is no request: `show` is also Portuguese slang for "great".
@@ -474,10 +449,12 @@ pub(super) fn only_the_verb(tool: &Tool, text: &str) -> bool {
         .flat_map(|v| parameter::folded_words(v))
         .collect();
     let words = parameter::content_words(text, &[]);
-    let framed = words.iter().any(|w| REQUEST_FRAME.contains(&w.as_str()));
+    let framed = words
+        .iter()
+        .any(|w| parameter::REQUEST_FRAME.contains(&w.as_str()));
     let said: Vec<&String> = words
         .iter()
-        .filter(|w| !REQUEST_FRAME.contains(&w.as_str()))
+        .filter(|w| !parameter::REQUEST_FRAME.contains(&w.as_str()))
         .collect();
     framed && !said.is_empty() && said.iter().all(|w| verb_words.contains(w))
 }
