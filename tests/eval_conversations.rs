@@ -339,6 +339,13 @@ fn plays_a_set_with_the_real_model_and_tools_and_survives_a_tool_service_that_is
             .is_some_and(|t| t.contains("could not complete the order tracking")),
         "{lookup}"
     );
+    // Why it went that way: each answer the turn consumed. The id was read with no model call,
+    // and the tool's retries ran out on the closed port.
+    let decided: Vec<&str> = lookup["decisions"]
+        .as_array()
+        .map(|d| d.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    assert_eq!(decided, ["tool retryable_failure"], "{lookup}");
     assert_eq!(r["by_outcome"]["executed"]["actual"], 0, "{r}");
     assert_eq!(
         r["by_outcome"]["handoff"]["recall"], 1.0,
@@ -359,6 +366,10 @@ fn plays_a_set_with_the_real_model_and_tools_and_survives_a_tool_service_that_is
     );
     assert!(
         text.contains("events: transaction.failed; judged answered_other retail_order_cancel"),
+        "{text}"
+    );
+    assert!(
+        text.contains("     decided: ") && text.contains("tool retryable_failure\n"),
         "{text}"
     );
     drop(tools);

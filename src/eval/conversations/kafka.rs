@@ -445,6 +445,7 @@ fn observed(outputs: TurnOutputs) -> Result<ObservedTurn, String> {
         events: outputs.events,
         executed,
         model_calls: Vec::new(),
+        decisions: Vec::new(),
     })
 }
 

@@ -11,8 +11,8 @@ use std::task::Poll;
 use std::time::Instant;
 
 use crate::domain::catalog::Catalog;
-use crate::domain::decision::Skill;
-use crate::domain::effect::{Event, ExecutedTool};
+use crate::domain::decision::{RouterDecision, Skill};
+use crate::domain::effect::{Answer, Event, ExecutedTool};
 use crate::domain::engine::Engine;
 use crate::domain::state::AgentState;
 use crate::domain::transaction::Transaction;
@@ -44,6 +44,8 @@ pub struct PlayedTurn {
     pub lenient_ok: bool,
     pub findings: Vec<Finding>,
     pub latency_ms: f64,
+    /// What each model and tool answered, in order ([`ObservedTurn::decisions`]).
+    pub decisions: Vec<String>,
     /// The turn was not processed: the pipeline refused it (the worker would dead-letter it),
     /// or, through Kafka, the worker dead-lettered it or did not answer in time.
     pub error: Option<String>,
@@ -89,6 +91,9 @@ pub struct ObservedTurn {
     pub handoff_route: bool,
     /// Model components called (in process only).
     pub model_calls: Vec<Skill>,
+    /// What each model and tool answered, in order, one line each (in process only): why a
+    /// failed turn went the way it did, without a debugger.
+    pub decisions: Vec<String>,
 }
 
 /// One turn as a transport played it: the stored state around it and what it produced.
@@ -155,6 +160,7 @@ impl<M: DecisionModel, T: ToolGateway> TurnTransport for InProcess<'_, M, T> {
                     executed: o.executed.clone(),
                     handoff_route: o.route.as_ref().is_some_and(|r| r.handoff),
                     model_calls: p.model_calls,
+                    decisions: p.answers.iter().filter_map(summarise).collect(),
                 }
             })
             .map_err(|e| e.to_string());
@@ -307,9 +313,73 @@ impl<X: TurnTransport> Player<'_, X> {
             lenient_ok,
             findings,
             latency_ms: run.latency_ms,
+            decisions: observed.map(|o| o.decisions.clone()).unwrap_or_default(),
             error,
         }
     }
+}
+
+/// One answer the engine consumed, as a line of a failed turn's transcript (`None`: the
+/// write-ahead acknowledgement, which decides nothing).
+fn summarise(answer: &Answer) -> Option<String> {
+    Some(match answer {
+        Answer::Classifier(Ok(d)) => {
+            format!("classifier {} {:.2}", d.decision.as_str(), d.confidence)
+        }
+        Answer::Router(Ok(RouterDecision::Route {
+            agent,
+            intent,
+            confidence,
+            arguments,
+        })) => {
+            let names: Vec<&str> = arguments.keys().map(String::as_str).collect();
+            let read = if names.is_empty() {
+                String::new()
+            } else {
+                format!(" reading {}", names.join(", "))
+            };
+            let target = intent.as_deref().unwrap_or(agent);
+            format!("router {target} {confidence:.2}{read}")
+        }
+        Answer::Router(Ok(RouterDecision::OutOfScope { confidence })) => {
+            format!("router out of scope {confidence:.2}")
+        }
+        Answer::Router(Ok(RouterDecision::Topic {
+            tool,
+            topic,
+            confidence,
+        })) => {
+            let tool = tool.as_deref().map_or(String::new(), |t| format!("{t}."));
+            format!("router topic {tool}{topic} {confidence:.2}")
+        }
+        Answer::Interpreter(Ok(d)) => {
+            let names: Vec<&str> = d.arguments.keys().map(String::as_str).collect();
+            format!(
+                "interpreter {:?} {:.2}{}",
+                d.act,
+                d.confidence,
+                if names.is_empty() {
+                    String::new()
+                } else {
+                    format!(" reading {}", names.join(", "))
+                }
+            )
+            .to_lowercase()
+        }
+        Answer::Classifier(Err(f)) => format!("classifier failed: {}", f.as_str()),
+        Answer::Router(Err(f)) => format!("router failed: {}", f.as_str()),
+        Answer::Interpreter(Err(f)) => format!("interpreter failed: {}", f.as_str()),
+        Answer::PreValidation(p) => format!(
+            "pre-validation {}",
+            if p.eligible {
+                "eligible"
+            } else {
+                "not eligible"
+            }
+        ),
+        Answer::Tool(t) => format!("tool {}", t.outcome.as_str()),
+        Answer::Persisted => return None,
+    })
 }
 
 fn active_transaction(state: &Result<AgentState, String>) -> Option<&Transaction> {

@@ -127,6 +127,9 @@ pub struct Failure {
     pub why: String,
     /// An `accept` alternative holds.
     pub lenient_ok: bool,
+    /// What each model and tool answered, in order (in process only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub decisions: Vec<String>,
 }
 
 /// The whole report; `--json` prints it as one object.
@@ -252,6 +255,7 @@ fn failures(played: &[PlayedConversation<'_>]) -> Vec<Failure> {
                 reply: t.reply.clone(),
                 why: why.clone(),
                 lenient_ok: t.lenient_ok,
+                decisions: t.decisions.clone(),
             });
         }
     }
@@ -393,6 +397,9 @@ fn turn_detail(expected: &Expectation, t: &PlayedTurn) -> String {
             ""
         };
         out.push_str(&format!("     why: {why}{lenient}\n"));
+        if !t.decisions.is_empty() {
+            out.push_str(&format!("     decided: {}\n", t.decisions.join(" · ")));
+        }
     }
     for f in &t.findings {
         out.push_str(&format!("     UNSAFE {}: {}\n", f.kind.as_str(), f.detail));
@@ -491,6 +498,7 @@ mod tests {
                 })
                 .collect(),
             latency_ms: 10.0,
+            decisions: Vec::new(),
             error: None,
         }
     }
