@@ -97,6 +97,7 @@ mod number;
 mod reader;
 mod restated;
 mod scan;
+mod spelled;
 mod text;
 mod validate;
 

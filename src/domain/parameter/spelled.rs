@@ -1,0 +1,316 @@
+//! Numbers written in words (`two hundred ten`, `cento e cinquenta reais`, `número trezentos e
+//! doze`) read as the digits they say, so every typed reader takes them as it takes `210`.
+//!
+//! Only a run that is plainly a number is rewritten: two number words or more (`twenty five`,
+//! `vinte e cinco`), or one word worth ten or more (`fifteen`, `duzentos`). A lone small word
+//! stays a word: `one`, `um`, `uma` are as often an article (`um pedido`, `the new one`) as a
+//! number. Words must follow the grammar of a number (`trezentos e doze`, not `dois e três`); a
+//! run stops at the first word that breaks it. Both locales' words are read in every message:
+//! customers mix them.
+
+use std::ops::Range;
+
+/// A message with its spelled numbers as digits, and where each rewrite came from.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Spelled {
+    pub text: String,
+    /// `(range in text, range in the original)` of each rewritten run, in order.
+    rewrites: Vec<(Range<usize>, Range<usize>)>,
+}
+
+impl Spelled {
+    /// The original message's byte offset for an offset of `text`: inside a rewrite, its start
+    /// (`end: false`) or its end (`end: true`).
+    fn original(&self, at: usize, end: bool) -> usize {
+        let mut shift: isize = 0;
+        for (new, old) in &self.rewrites {
+            if at < new.start || (end && at == new.start) {
+                break;
+            }
+            if at < new.end || (end && at == new.end) {
+                return if end { old.end } else { old.start };
+            }
+            shift = old.end as isize - new.end as isize;
+        }
+        (at as isize + shift).max(0) as usize
+    }
+
+    /// `span` of [`Spelled::text`] as a span of the original message.
+    pub fn original_span(&self, span: &Range<usize>) -> Range<usize> {
+        self.original(span.start, false)..self.original(span.end, true)
+    }
+}
+
+/// `text` with every spelled number rewritten as digits; `None` when it has none.
+pub(super) fn as_digits(text: &str) -> Option<Spelled> {
+    let words = word_spans(text);
+    let mut runs: Vec<(Range<usize>, u64)> = Vec::new();
+    let mut i = 0;
+    while i < words.len() {
+        match number_run(text, &words[i..]) {
+            Some((len, value)) => {
+                runs.push((words[i].start..words[i + len - 1].end, value));
+                i += len;
+            }
+            None => i += 1,
+        }
+    }
+    if runs.is_empty() {
+        return None;
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rewrites = Vec::with_capacity(runs.len());
+    let mut last = 0;
+    for (old, value) in runs {
+        out.push_str(&text[last..old.start]);
+        let digits = value.to_string();
+        let start = out.len();
+        out.push_str(&digits);
+        rewrites.push((start..out.len(), old.clone()));
+        last = old.end;
+    }
+    out.push_str(&text[last..]);
+    Some(Spelled {
+        text: out,
+        rewrites,
+    })
+}
+
+/// Byte ranges of the words of `text`: letters, joined by a hyphen (`twenty-five`).
+fn word_spans(text: &str) -> Vec<Range<usize>> {
+    let mut out = Vec::new();
+    let mut start: Option<usize> = None;
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    for (k, &(at, c)) in chars.iter().enumerate() {
+        let joins =
+            c == '-' && start.is_some() && chars.get(k + 1).is_some_and(|(_, n)| n.is_alphabetic());
+        if c.is_alphabetic() || joins {
+            start.get_or_insert(at);
+        } else if let Some(s) = start.take() {
+            out.push(s..at);
+        }
+    }
+    if let Some(s) = start {
+        out.push(s..text.len());
+    }
+    out
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Word {
+    /// 0..=9.
+    Unit(u64),
+    /// 10..=19.
+    Teen(u64),
+    /// 20, 30, …, 90.
+    Tens(u64),
+    /// 100, 200, …, 900 as one word (pt-BR `cem`, `duzentos`).
+    Hundreds(u64),
+    /// en `hundred`: multiplies the unit before it.
+    Hundred,
+    /// `thousand`, `mil`: multiplies what came before it (or 1).
+    Thousand,
+    /// `and`, `e` between two number words.
+    And,
+    /// en `a` before `hundred` / `thousand`.
+    A,
+}
+
+fn word(w: &str) -> Option<Word> {
+    use Word::*;
+    let folded: String = w
+        .to_lowercase()
+        .chars()
+        .map(|c| match c {
+            'á' | 'â' | 'ã' | 'à' => 'a',
+            'é' | 'ê' => 'e',
+            'í' => 'i',
+            'ó' | 'ô' | 'õ' => 'o',
+            'ú' | 'ü' => 'u',
+            'ç' => 'c',
+            other => other,
+        })
+        .collect();
+    Some(match folded.as_str() {
+        "zero" => Unit(0),
+        "one" | "um" | "uma" => Unit(1),
+        "two" | "dois" | "duas" => Unit(2),
+        "three" | "tres" => Unit(3),
+        "four" | "quatro" => Unit(4),
+        "five" | "cinco" => Unit(5),
+        "six" | "seis" => Unit(6),
+        "seven" | "sete" => Unit(7),
+        "eight" | "oito" => Unit(8),
+        "nine" | "nove" => Unit(9),
+        "ten" | "dez" => Teen(10),
+        "eleven" | "onze" => Teen(11),
+        "twelve" | "doze" => Teen(12),
+        "thirteen" | "treze" => Teen(13),
+        "fourteen" | "catorze" | "quatorze" => Teen(14),
+        "fifteen" | "quinze" => Teen(15),
+        "sixteen" | "dezesseis" | "dezasseis" => Teen(16),
+        "seventeen" | "dezessete" | "dezassete" => Teen(17),
+        "eighteen" | "dezoito" => Teen(18),
+        "nineteen" | "dezenove" | "dezanove" => Teen(19),
+        "twenty" | "vinte" => Tens(20),
+        "thirty" | "trinta" => Tens(30),
+        "forty" | "quarenta" => Tens(40),
+        "fifty" | "cinquenta" | "cincoenta" => Tens(50),
+        "sixty" | "sessenta" => Tens(60),
+        "seventy" | "setenta" => Tens(70),
+        "eighty" | "oitenta" => Tens(80),
+        "ninety" | "noventa" => Tens(90),
+        "cem" | "cento" => Hundreds(100),
+        "duzentos" | "duzentas" => Hundreds(200),
+        "trezentos" | "trezentas" => Hundreds(300),
+        "quatrocentos" | "quatrocentas" => Hundreds(400),
+        "quinhentos" | "quinhentas" => Hundreds(500),
+        "seiscentos" | "seiscentas" => Hundreds(600),
+        "setecentos" | "setecentas" => Hundreds(700),
+        "oitocentos" | "oitocentas" => Hundreds(800),
+        "novecentos" | "novecentas" => Hundreds(900),
+        "hundred" => Hundred,
+        "thousand" | "mil" => Thousand,
+        "and" | "e" => And,
+        "a" => A,
+        hyphenated => return tens_and_unit(hyphenated),
+    })
+}
+
+/// `twenty-five`: a tens word and a unit word joined by a hyphen, as one unit of value.
+fn tens_and_unit(w: &str) -> Option<Word> {
+    let (tens, unit) = w.split_once('-')?;
+    match (word(tens)?, word(unit)?) {
+        (Word::Tens(t), Word::Unit(u)) if u > 0 => Some(Word::Teen(t + u)),
+        _ => None,
+    }
+}
+
+/// A number being read word by word: the thousands closed, the group below a thousand, and the
+/// last number word (what may follow it).
+#[derive(Default)]
+struct Reading {
+    total: u64,
+    group: u64,
+    last: Option<Word>,
+}
+
+impl Reading {
+    /// Takes the next number word when the grammar allows it.
+    fn take(&mut self, w: Word) -> bool {
+        use Word::*;
+        match (self.last, w) {
+            (Some(A), Hundred) => self.group = 100,
+            (Some(A), Thousand) | (None, Thousand) => self.total = 1000,
+            (None | Some(Thousand), Unit(v) | Teen(v) | Tens(v) | Hundreds(v)) => self.group = v,
+            (Some(Hundreds(_) | Hundred), Unit(v) | Teen(v) | Tens(v)) => self.group += v,
+            (Some(Tens(_)), Unit(v)) if v > 0 && self.group % 10 == 0 => self.group += v,
+            (Some(Unit(u)), Hundred) if u > 0 && self.group < 10 => self.group *= 100,
+            (Some(Unit(_) | Teen(_) | Tens(_) | Hundreds(_) | Hundred), Thousand)
+                if self.total == 0 && self.group > 0 =>
+            {
+                self.total = self.group * 1000;
+                self.group = 0;
+            }
+            _ => return false,
+        }
+        self.last = Some(w);
+        true
+    }
+
+    fn value(&self) -> u64 {
+        self.total + self.group
+    }
+}
+
+/// The longest run of number words at the start of `words` that says a number, as `(words
+/// taken, value)`; `None` when it is not plainly a number (module doc).
+fn number_run(text: &str, words: &[Range<usize>]) -> Option<(usize, u64)> {
+    let mut reading = Reading::default();
+    let mut best: Option<(usize, u64, usize)> = None; // (words, value, number words)
+    let mut counted = 0;
+    let mut after_and = false;
+    for (k, span) in words.iter().enumerate() {
+        let Some(w) = word(&text[span.clone()]) else {
+            break;
+        };
+        match w {
+            // `and` / `e` only between two number words.
+            Word::And if after_and || matches!(reading.last, None | Some(Word::A)) => break,
+            Word::And => after_and = true,
+            Word::A if k == 0 => reading.last = Some(Word::A),
+            w => {
+                if !reading.take(w) {
+                    break;
+                }
+                after_and = false;
+                counted += 1;
+                best = Some((k + 1, reading.value(), counted));
+            }
+        }
+    }
+    let (len, value, number_words) = best?;
+    let plain = number_words >= 2 || (value >= 10 && value != 1000);
+    plain.then_some((len, value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn digits(text: &str) -> String {
+        as_digits(text).map_or_else(|| text.to_owned(), |s| s.text)
+    }
+
+    #[test]
+    fn spelled_numbers_read_as_digits_in_both_locales() {
+        for (text, want) in [
+            ("two hundred ten", "210"),
+            ("number is two hundred and ten", "number is 210"),
+            ("cento e cinquenta reais", "150 reais"),
+            ("número trezentos e doze", "número 312"),
+            ("twenty-five", "25"),
+            ("vinte e cinco, por favor", "25, por favor"),
+            ("mil duzentos e trinta e quatro", "1234"),
+            ("a hundred and fifty dollars", "150 dollars"),
+            ("fifteen", "15"),
+            ("três mil e quinhentos", "3500"),
+            ("cem reais", "100 reais"),
+            ("Dezoito", "18"),
+        ] {
+            assert_eq!(digits(text), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn articles_and_words_that_break_a_number_stay_words() {
+        for text in [
+            "quero mudar o endereço de um pedido",
+            "the new one please",
+            "I have a question",
+            "dois e três",
+            "mil desculpas",
+            "e aí, tudo bem?",
+            "one",
+        ] {
+            assert_eq!(digits(text), text, "{text}");
+        }
+        // A run stops where the grammar breaks: `dois e três` is two numbers, not five.
+        assert_eq!(digits("twenty twenty"), "20 20");
+    }
+
+    #[test]
+    fn spans_of_the_rewritten_text_map_back_to_the_original() {
+        let original = "o número é trezentos e doze, cep 01310-100";
+        let s = as_digits(original).expect("a number");
+        assert_eq!(s.text, "o número é 312, cep 01310-100");
+        let at = s.text.find("312").expect("digits");
+        let back = s.original_span(&(at..at + 3));
+        assert_eq!(&original[back], "trezentos e doze");
+        let cep = s.text.find("01310-100").expect("cep");
+        let back = s.original_span(&(cep..cep + 9));
+        assert_eq!(&original[back], "01310-100");
+        let head = s.original_span(&(0..2));
+        assert_eq!(&original[head], "o ");
+    }
+}
