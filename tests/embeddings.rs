@@ -240,6 +240,25 @@ async fn decides_unseen_messages_in_both_languages() {
 }
 
 #[tokio::test]
+async fn a_farewell_set_apart_ends_a_message_when_nothing_is_in_flight() {
+    // SC-10: a last clause that takes leave (`… então. tchau`, `…né? ok, tchau`) is read on its
+    // own, even after a remark or a question, when no transaction would be dropped.
+    let model = real_model().await;
+    for text in [
+        "ok, I'll just refuse it at the door then. bye",
+        "tá, vou recusar na entrega então. tchau",
+        "vence dia 10 né? ok, tchau",
+    ] {
+        let d = model
+            .classify(&classify_request(text, Some("retail")), ctx())
+            .await
+            .expect("answer");
+        assert_eq!(d.decision, SessionControl::EndSession, "{text:?}: {d:?}");
+        assert!(d.confidence >= 0.9, "{text:?}: {d:?}");
+    }
+}
+
+#[tokio::test]
 async fn interpreter_reads_a_cancel_and_takes_free_text_as_the_pending_subject() {
     // PR-2 via the interpreter; a pending text parameter is the message itself.
     let model = real_model().await;

@@ -327,6 +327,8 @@ const LEXICON: &[(&str, Kind)] = &[
     ("thank you", Filler),
     ("thanks a lot", Filler),
     ("thank you very much", Filler),
+    ("thank you so much", Filler),
+    ("thanks so much", Filler),
     ("thx", Filler),
     ("sorry", Filler),
     ("i'm afraid", Filler),
@@ -595,6 +597,13 @@ const LEXICON: &[(&str, Kind)] = &[
     ("realmente", MILD),
     // ---- pt-BR filler
     ("por favor", Filler),
+    ("meu deus", Filler),
+    ("oh my god", Filler),
+    ("hum", Filler),
+    ("logo", Filler),
+    ("right away", Filler),
+    ("de uma vez", Filler),
+    ("tenho certeza", Hedge),
     ("pfv", Filler),
     ("pf", Filler),
     ("obrigado", Filler),
@@ -937,34 +946,100 @@ pub fn answer_after_asides(
         .then_some(answer)
 }
 
+/// Words that take leave on their own (folded): `bye`, `tchau`.
+const FAREWELLS: &[&str] = &[
+    "bye",
+    "goodbye",
+    "byebye",
+    "cya",
+    "tchau",
+    "tchauzinho",
+    "flw",
+    "falou",
+    "adeus",
+];
+
+/// Phrases that take leave (folded).
+const FAREWELL_PHRASES: &[&[&str]] = &[
+    &["bye", "bye"],
+    &["see", "you"],
+    &["see", "ya"],
+    &["see", "you", "later"],
+    &["take", "care"],
+    &["ate", "mais"],
+    &["ate", "logo"],
+    &["ate", "breve"],
+    &["ate", "a", "proxima"],
+];
+
+/// What may stand beside a farewell in a closing clause (folded): `ok, tchau`, `thanks, bye`,
+/// `então tá, até mais`.
+const BESIDE_A_FAREWELL: &[&str] = &[
+    "ok", "okay", "k", "alright", "well", "so", "then", "now", "and", "thanks", "thank", "you",
+    "thx", "ty", "ta", "entao", "e", "bom", "beleza", "blz", "valeu", "vlw", "obrigado",
+    "obrigada", "brigado", "brigada", "obg", "gente", "pessoal", "everyone", "all", "for",
+];
+
+/// SC-10: whether `clause` takes leave — a farewell (`bye`, `tchau`, `see you`, `até mais`) with
+/// nothing beside it but acknowledgement and thanks (`ok, tchau`; `thanks, bye bye`). A closing
+/// clause that says so ends a message whatever came before it (`vence dia 10 né? ok, tchau`):
+/// the customer is not waiting for an answer. A wish (`good night`, `boa noite`) is not a
+/// farewell here: in pt-BR it greets as often as it closes.
+pub fn says_goodbye(clause: &str) -> bool {
+    let Some(words) = clauses(clause) else {
+        return false;
+    };
+    let words: Vec<String> = words.into_iter().flatten().map(unstretched).collect();
+    let mut at = 0;
+    let mut farewell = false;
+    while at < words.len() {
+        let rest = &words[at..];
+        let phrase = FAREWELL_PHRASES
+            .iter()
+            .filter(|p| rest.len() >= p.len() && rest.iter().zip(p.iter()).all(|(w, p)| w == p))
+            .map(|p| p.len())
+            .max();
+        if let Some(len) = phrase {
+            farewell = true;
+            at += len;
+        } else if FAREWELLS.contains(&rest[0].as_str())
+            || FAREWELLS.contains(&squeezed(&rest[0]).as_str())
+        {
+            farewell = true;
+            at += 1;
+        } else if BESIDE_A_FAREWELL.contains(&rest[0].as_str()) {
+            at += 1;
+        } else {
+            return false;
+        }
+    }
+    farewell
+}
+
+/// `word` with each run of one letter made one (`tchauuu` → `tchau`, `byee` → `bye`).
+fn squeezed(word: &str) -> String {
+    let mut chars: Vec<char> = word.chars().collect();
+    chars.dedup();
+    chars.into_iter().collect()
+}
+
 /// SC-10: whether `text` opens by consenting (its first clause that is not filler affirms), every
 /// later clause affirms too or is an aside ([`is_aside`]: no value, correction, refusal, doubt or
 /// request), and it neither asks nor says goodbye — a message the engine must not read as
 /// an end while that consent is pending (`então tá, confirmado`, `yes, my wife bought it by mistake`).
 pub fn opens_with_consent(text: &str, action_verbs: &[String]) -> bool {
-    const FAREWELLS: &[&str] = &[
-        "bye",
-        "goodbye",
-        "cya",
-        "later",
-        "tchau",
-        "tchauzinho",
-        "flw",
-        "falou",
-        "adeus",
-        "ate",
-        "see",
-    ];
+    // Beyond the words that take leave alone: the first words of `see you`, `até logo`.
+    const LEAVE_TAKING: &[&str] = &["later", "ate", "see"];
     if text.contains(['?', '¿']) {
         return false;
     }
     let Some(clauses) = clauses(text) else {
         return false;
     };
-    let farewell = clauses
-        .iter()
-        .flatten()
-        .any(|w| FAREWELLS.contains(&unstretched(w.clone()).as_str()));
+    let farewell = clauses.iter().flatten().any(|w| {
+        let w = unstretched(w.clone());
+        FAREWELLS.contains(&w.as_str()) || LEAVE_TAKING.contains(&w.as_str())
+    });
     let affirms =
         |c: &Vec<String>| recognise_with(&c.join(" "), action_verbs) == Some(Confirmation::Affirm);
     let mut said = clauses.iter().skip_while(|c| only_filler(&c.join(" ")));
@@ -1175,7 +1250,7 @@ fn is_interjection(word: &str) -> bool {
     const WORDS: &[&str] = &[
         "omg", "ugh", "argh", "meh", "jeez", "geez", "gosh", "wow", "oof", "welp", "phew", "aff",
         "affs", "afe", "putz", "vish", "vixe", "eita", "nossa", "poxa", "puxa", "caramba", "gente",
-        "mano", "ufa", "ops", "opa", "ih", "xi",
+        "mano", "ufa", "ops", "opa", "ih", "xi", "ai", "ae",
     ];
     WORDS.contains(&word) || is_laughter(word)
 }
@@ -1410,6 +1485,49 @@ mod tests {
             &["don't send it", "no, don't crack on"],
             Some(Confirmation::Deny),
         );
+        // Interjections and `aí` around a consent, thanks after it, certainty stated.
+        all(
+            &[
+                "claro, confirma aí",
+                "confirma ae",
+                "ai meu deus, sim sim, isso logo",
+                "yes please do that, thank you so much",
+                "sim, agora tenho certeza",
+                "yes, right away",
+            ],
+            Some(Confirmation::Affirm),
+        );
+        all(&["não tenho certeza", "ai, sei lá"], None);
+        all(
+            &["ai não", "ai, não", "humm, melhor não"],
+            Some(Confirmation::Deny),
+        );
+    }
+
+    #[test]
+    fn a_farewell_with_nothing_but_thanks_beside_it_takes_leave() {
+        for text in [
+            "tchau",
+            "ok, tchau",
+            "thanks, bye bye",
+            "byeee",
+            "então tá, até mais",
+            "ok then, see you",
+            "valeu, falou",
+        ] {
+            assert!(says_goodbye(text), "{text}");
+        }
+        for text in [
+            "thanks",
+            "boa noite",
+            "good night",
+            "cancel it, bye",
+            "não quero dar tchau",
+            "até",
+            "",
+        ] {
+            assert!(!says_goodbye(text), "{text}");
+        }
     }
 
     #[test]

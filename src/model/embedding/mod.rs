@@ -30,6 +30,7 @@ use serde_json::Value;
 
 use crate::config::profiles::ModelProfile;
 use crate::domain::catalog::{Assistant, Catalog};
+use crate::domain::confirmation;
 use crate::domain::decision::{
     ClassifierDecision, InterpreterDecision, ModelAnswer, RouterDecision, SessionControl,
 };
@@ -43,8 +44,8 @@ pub use head::{FitOptions, LinearHead};
 pub use reading::{classify_from, interpret_from, route_from};
 use reading::{confidence_of, intent_of, SegmentReading};
 use segments::{
-    asks_for_agreement, closing_tails, conjoined, number_like_tokens, segments, sentences,
-    two_words_or_more,
+    asks_for_agreement, closing_tails, conjoined, last_clause, number_like_tokens, segments,
+    sentences, two_words_or_more,
 };
 
 /// The share of a message's reading that must already be an ending for its farewell to decide
@@ -217,12 +218,19 @@ impl EmbeddingModel {
         agent: Option<&str>,
         active_tool: Option<&str>,
     ) -> ClassifierDecision {
-        let leans = whole.decision == SessionControl::EndSession || ending >= CLOSING_SHARE;
-        if !leans || request.message.contains(['?', '¿']) {
-            return whole;
-        }
         let tails = closing_tails(&request.message);
-        if tails.is_empty() {
+        // A last clause that takes leave (`…então. tchau`, `vence dia 10 né? ok, tchau`) is a
+        // reading of its own: its embedding still has to read as an ending, confidently.
+        // Only with nothing in flight (ending then drops nothing), and only a clause the
+        // customer set apart, or the whole message (`cancel PED-1234 bye` is a request).
+        let takes_leave = request.active_transaction.is_none()
+            && last_clause(&request.message).map_or(
+                confirmation::says_goodbye(&request.message),
+                confirmation::says_goodbye,
+            );
+        let leans = whole.decision == SessionControl::EndSession || ending >= CLOSING_SHARE;
+        let looks = takes_leave || (leans && !request.message.contains(['?', '¿']));
+        if !looks || tails.is_empty() {
             return whole;
         }
         self.prefetch(&tails).await;
