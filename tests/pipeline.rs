@@ -21,17 +21,17 @@ use turnstile::domain::effect::{
 use turnstile::domain::engine::{single_attempt_result, Engine};
 use turnstile::domain::turn::Identity;
 use turnstile::message::{DeadLetterReason, DecodeLimits, InboundRecord, OutputTopic};
-use turnstile::pipeline::cache::Invalidation;
 use turnstile::pipeline::outbox;
-use turnstile::pipeline::{handle_record, CheckpointCache, Disposition, Handled, Ports, Rules};
+use turnstile::pipeline::{handle_record, Disposition, Handled, Ports, Rules};
 use turnstile::ports::{
     CallContext, CheckpointRecord, CheckpointStore, DecisionModel, DecisionRecordStore,
     DecisionRow, Fence, StoreError, ToolGateway,
 };
 use turnstile::record::decode_all;
 use turnstile::record::replay::{replay_exact, Verdict};
+use turnstile::store::cache::Invalidation;
 use turnstile::store::retrying::Backoff;
-use turnstile::store::{InMemoryCheckpointStore, RetryingStore};
+use turnstile::store::{CheckpointCache, InMemoryCheckpointStore, RetryingStore};
 
 const TOPIC: &str = "turns";
 

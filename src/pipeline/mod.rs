@@ -8,9 +8,7 @@
 //! |---|---|
 //! | [`decide`] | the engine loop: each request performed through the ports, the LC-4 write-ahead |
 //! | [`outbox`] | outputs kept in the checkpoint until their commit is known (republish, EV-1) |
-//! | [`cache`] | `CheckpointCache`: the rows this worker saved, read instead of the store under the same lease |
 
-pub mod cache;
 pub mod decide;
 pub mod outbox;
 mod recording;
@@ -33,9 +31,9 @@ use crate::ports::{
 };
 use crate::record;
 use crate::store::fencing::{write_timestamp, PHASE_TURN_END};
+use crate::store::CheckpointCache;
 use crate::telemetry;
 
-pub use cache::CheckpointCache;
 pub use decide::{decide_turn, InFlightTurn, TurnStart};
 use outbox::{from_outbox, to_outbox, OutboxEntry};
 
@@ -133,7 +131,7 @@ pub enum TurnResult {
 
 /// Loads, decides and saves one turn at `at` (see the module doc). With a `cache`, the row this
 /// worker saved for the conversation under the same lease is read from it instead of the store,
-/// and the turn's own row is kept there once saved ([`cache`]).
+/// and the turn's own row is kept there once saved ([`crate::store::cache`]).
 pub async fn apply_turn<S, M, T>(
     engine: &Engine<'_>,
     ports: Ports<'_, S, M, T>,

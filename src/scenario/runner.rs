@@ -21,13 +21,11 @@ use crate::domain::state::AgentState;
 use crate::domain::turn::Turn;
 use crate::message::Output;
 use crate::model::ScriptedModel;
-use crate::pipeline::{
-    apply_turn, CheckpointCache, PipelineError, Ports, Position, ProcessedTurn, TurnResult,
-};
+use crate::pipeline::{apply_turn, PipelineError, Ports, Position, ProcessedTurn, TurnResult};
 use crate::ports::CheckpointStore;
 use crate::scenario::format::{load_scenario, Scenario, ScenarioTurn};
 use crate::scenario::matcher;
-use crate::store::InMemoryCheckpointStore;
+use crate::store::{CheckpointCache, InMemoryCheckpointStore};
 use crate::tool::ScriptedTools;
 
 /// The scenario clock starts here (2026-01-01T00:00:00Z); each turn adds its `after`.

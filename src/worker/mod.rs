@@ -50,9 +50,8 @@ use tokio::sync::mpsc;
 
 use crate::domain::catalog::{Catalog, Settings};
 use crate::message::DecodeLimits;
-use crate::pipeline::CheckpointCache;
 use crate::ports::{CheckpointStore, DecisionModel, RetryClass, ToolGateway};
-use crate::store::RetryingStore;
+use crate::store::{CheckpointCache, RetryingStore};
 use crate::telemetry;
 
 use committer::Committer;

@@ -9,9 +9,9 @@ use super::partitions::{Finished, Start};
 use crate::domain::catalog::{Catalog, Settings};
 use crate::domain::engine::Engine;
 use crate::message::{DecodeLimits, InboundRecord, Topics};
-use crate::pipeline::{handle_record, CheckpointCache, Disposition, Ports, Rules};
+use crate::pipeline::{handle_record, Disposition, Ports, Rules};
 use crate::ports::{CheckpointStore, DecisionModel, ToolGateway};
-use crate::store::RetryingStore;
+use crate::store::{CheckpointCache, RetryingStore};
 
 /// What every turn task shares: the services (the store wrapped in the one retry layer), the
 /// topics, the decode limits and the checkpoint cache.
