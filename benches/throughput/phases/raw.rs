@@ -418,7 +418,7 @@ impl Loop {
         };
         self.saves.fetch_add(1, Ordering::Relaxed);
         match self.store.save_turn(&id, &record, fence).await {
-            Ok(()) => self.cache.keep(&id, partition, fence.epoch, record),
+            Ok(()) => self.cache.keep(&id, partition, fence.epoch, &record),
             Err(_) => {
                 self.errors.fetch_add(1, Ordering::Relaxed);
             }
