@@ -130,7 +130,7 @@ impl EmbeddingsClient {
         }
         let http = http_client::builder(Duration::from_secs(60))
             .build()
-            .map_err(|e| ModelConfigError::Client(e.to_string()))?;
+            .map_err(ModelConfigError::Client)?;
         Ok(EmbeddingsClient {
             space: format!("{url} {} {:?}", profile.model, profile.input_prefix),
             http,
