@@ -74,6 +74,22 @@ pub fn describe(e: &reqwest::Error) -> String {
     }
 }
 
+/// Why a client could not be built, as one line: reqwest's kind (`builder error`), then each
+/// cause (the TLS library's own message).
+pub fn build_failure(e: &reqwest::Error) -> String {
+    let causes = causes(e);
+    if causes.is_empty() {
+        e.to_string()
+    } else {
+        format!("{e}: {causes}")
+    }
+}
+
+/// The fix to name with [`build_failure`]: the adapters' client settings are fixed or checked
+/// before the build, so what fails there is the system TLS library starting.
+pub const BUILD_FAILURE_FIX: &str =
+    "check that the system TLS library (OpenSSL) is installed and its configuration loads";
+
 /// The messages of `e`'s causes, outermost first, joined by `: ` (empty when it has none).
 pub fn causes(e: &dyn std::error::Error) -> String {
     let mut text = String::new();
@@ -115,6 +131,34 @@ pub fn header_value(text: &str) -> HeaderValue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The model's and the tools' config errors carry the client's error as their source and
+    /// name the fix in their message.
+    #[test]
+    fn a_client_that_cannot_be_built_is_a_typed_error_naming_the_fix() {
+        let failed = || {
+            reqwest::Client::builder()
+                .user_agent("two\nlines")
+                .build()
+                .expect_err("a header value cannot hold a newline")
+        };
+        let model = crate::model::ModelConfigError::Client(failed());
+        let tool = crate::tool::ToolConfigError::Client(failed());
+        let errors: [&dyn std::error::Error; 2] = [&model, &tool];
+        for e in errors {
+            let message = e.to_string();
+            assert!(
+                message.starts_with("cannot build the HTTP client: builder error: "),
+                "{message}"
+            );
+            assert!(
+                message.ends_with(&format!("(fix: {BUILD_FAILURE_FIX})")),
+                "{message}"
+            );
+            let source = e.source().expect("the reqwest error");
+            assert!(source.downcast_ref::<reqwest::Error>().is_some());
+        }
+    }
 
     #[test]
     fn bad_header_characters_are_encoded_not_fatal() {

@@ -7,9 +7,9 @@
 //! ```text
 //!   Kafka record ──► worker (consumer, key-ordered dispatch) ──► pipeline::handle_record
 //!                                                                   │ decode (message, IO-3)
-//!        ports::CheckpointStore ◄── load ───────────────────────────┤ fenced? republish from outbox?
-//!   (store::RetryingStore → ScyllaCheckpointStore | InMemory)       │ (or pipeline::cache: the row
-//!                                                                   │  saved under the same lease)
+//!        ports::CheckpointStore ◄── load (under the lease) ─────────┤ fenced? republish from outbox?
+//!   (store::CachingCheckpointStore: the row saved under the lease,  │
+//!    or store::RetryingStore → ScyllaCheckpointStore | InMemory)    │
 //!                                                                   ├ decide: domain::engine (pure)
 //!        ports::DecisionModel / ports::ToolGateway ◄── answers ─────┤   Request::{Classify, Route,
 //!        ports::CheckpointStore ◄── write-ahead (LC-4) ─────────────┤   Interpret, PreValidate,
@@ -32,8 +32,8 @@
 //! | [`model`] | model-backed decisions: prompts, defensive output parsing, `OpenAiCompatibleModel` (HTTP chat), [`model::embedding`] (`EmbeddingModel`: example utterances, fitted head, `/v1/embeddings` client), [`model::configured`] (per-skill provider and the cascade), `ScriptedModel` |
 //! | [`tool`] | domain tool endpoints: `HttpToolGateway` (webhooks, retries, idempotency keys, evidence), `ScriptedTools` |
 //! | [`http_client`] | what the model, embeddings and tool HTTP adapters share: client policy, bounded body read, transport errors as one line, header values from outside text |
-//! | [`store`] | checkpoint stores: `ScyllaCheckpointStore` (CQL), `InMemoryCheckpointStore` (same write semantics), [`store::fencing`] (the IO-4 write timestamp), [`store::retrying`] (`RetryingStore`, the one retry layer) |
-//! | [`pipeline`] | one record through the flow, for the worker and the scenario runner alike: `handle_record` (decode, fencing, republish, dead letters), `apply_turn`, [`pipeline::decide`] (the engine loop, write-ahead), [`pipeline::outbox`], [`pipeline::cache`] (`CheckpointCache`: rows saved under the current lease, read instead of the store) |
+//! | [`store`] | checkpoint stores: `ScyllaCheckpointStore` (CQL), `InMemoryCheckpointStore` (same write semantics), [`store::fencing`] (the IO-4 write timestamp), [`store::retrying`] (`RetryingStore`, the one retry layer), [`store::cache`] (`CheckpointCache`: rows saved under the current lease; `CachingCheckpointStore`: a store that reads them instead of the store) |
+//! | [`pipeline`] | one record through the flow, for the worker and the scenario runner alike: `handle_record` (decode, fencing, republish, dead letters), `apply_turn`, [`pipeline::decide`] (the engine loop, write-ahead), [`pipeline::outbox`] |
 //! | [`message`] | wire formats: inbound turn decoding (IO-3), replies, CloudEvents, dead-letter records |
 //! | `testkit` (feature `harness`) | real loopback HTTP servers speaking the model and tool protocols, scripted, with faults |
 //! | [`record`] | decision records (issue 26): what each turn consumed and produced, kept with the conversation; [`record::replay`] re-runs them through the engine, [`record::export`] turns them into a scenario or a conversation-set line |

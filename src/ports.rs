@@ -77,6 +77,14 @@ pub struct Fence {
     pub offset: i64,
 }
 
+/// The partition lease a turn runs under (IO-4): its inbound partition and the epoch this worker
+/// took for it. A store that keeps rows in memory uses one only under the lease it was saved under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lease {
+    pub partition: i32,
+    pub epoch: i64,
+}
+
 /// How a failed call may be retried: the one classification every retry layer asks for, so a
 /// layer's policy is written in terms of it and two layers cannot disagree about one error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -170,6 +178,17 @@ pub trait CheckpointStore {
         &self,
         identity: &Identity,
     ) -> impl Future<Output = Result<Option<CheckpointRecord>, StoreError>> + Send;
+    /// The load that starts a turn running under `lease`. A store that keeps the rows this worker
+    /// saved (`store::CachingCheckpointStore`) may answer from them; the others read (this
+    /// default). Decorators forward it, so a cache behind them still sees the lease.
+    fn load_leased(
+        &self,
+        identity: &Identity,
+        lease: Lease,
+    ) -> impl Future<Output = Result<Option<CheckpointRecord>, StoreError>> + Send {
+        let _ = lease;
+        self.load(identity)
+    }
     /// The LC-4 write-ahead (phase 0): state, in-flight turn and epoch only; the applied offset
     /// and the outbox stay as they are.
     fn save_write_ahead(
@@ -205,6 +224,56 @@ pub trait CheckpointStore {
         partition: i32,
         owner: &str,
     ) -> impl Future<Output = Result<i64, StoreError>> + Send;
+}
+
+/// A store borrowed is the same store: a decorator can wrap one it does not own (the scenario
+/// runner's store outlives the in-process workers and their caches).
+impl<S: CheckpointStore> CheckpointStore for &S {
+    fn load(
+        &self,
+        identity: &Identity,
+    ) -> impl Future<Output = Result<Option<CheckpointRecord>, StoreError>> + Send {
+        S::load(self, identity)
+    }
+    fn load_leased(
+        &self,
+        identity: &Identity,
+        lease: Lease,
+    ) -> impl Future<Output = Result<Option<CheckpointRecord>, StoreError>> + Send {
+        S::load_leased(self, identity, lease)
+    }
+    fn save_write_ahead(
+        &self,
+        identity: &Identity,
+        record: &CheckpointRecord,
+        fence: Fence,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        S::save_write_ahead(self, identity, record, fence)
+    }
+    fn save_turn(
+        &self,
+        identity: &Identity,
+        record: &CheckpointRecord,
+        fence: Fence,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        S::save_turn(self, identity, record, fence)
+    }
+    fn record_decision(
+        &self,
+        identity: &Identity,
+        row: &DecisionRow,
+        fence: Fence,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        S::record_decision(self, identity, row, fence)
+    }
+    fn acquire_epoch(
+        &self,
+        topic: &str,
+        partition: i32,
+        owner: &str,
+    ) -> impl Future<Output = Result<i64, StoreError>> + Send {
+        S::acquire_epoch(self, topic, partition, owner)
+    }
 }
 
 /// One turn's decision record as a store keeps it: opaque bytes (`pipeline::record` encodes and

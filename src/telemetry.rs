@@ -425,8 +425,9 @@ pub fn record_outcome(outcome: &TurnOutcome) {
 pub const TURN_SPAN_TARGET: &str = "turnstile::turn";
 
 /// The span one inbound record runs in: every line logged while the record is processed (a model
-/// fallback, a tool retry, a store wait) carries its topic, partition and offset, and the tenant,
-/// turn id and checkpoint source once `pipeline::handle_record` records them.
+/// fallback, a tool retry, a store wait) carries its topic, partition and offset, the tenant and
+/// turn id once `pipeline::handle_record` records them, and the checkpoint's source once the
+/// worker's store (`store::CachingCheckpointStore`) loaded it.
 pub fn turn_span(topic: &str, partition: i32, offset: i64) -> tracing::Span {
     tracing::info_span!(
         target: TURN_SPAN_TARGET,

@@ -21,17 +21,19 @@ use turnstile::domain::effect::{
 use turnstile::domain::engine::{single_attempt_result, Engine};
 use turnstile::domain::turn::Identity;
 use turnstile::message::{DeadLetterReason, DecodeLimits, InboundRecord, OutputTopic};
-use turnstile::pipeline::cache::Invalidation;
 use turnstile::pipeline::outbox;
-use turnstile::pipeline::{handle_record, CheckpointCache, Disposition, Handled, Ports, Rules};
+use turnstile::pipeline::{handle_record, Disposition, Handled, Ports, Rules};
 use turnstile::ports::{
     CallContext, CheckpointRecord, CheckpointStore, DecisionModel, DecisionRecordStore,
     DecisionRow, Fence, StoreError, ToolGateway,
 };
 use turnstile::record::decode_all;
 use turnstile::record::replay::{replay_exact, Verdict};
+use turnstile::store::cache::Invalidation;
 use turnstile::store::retrying::Backoff;
-use turnstile::store::{InMemoryCheckpointStore, RetryingStore};
+use turnstile::store::{
+    CachingCheckpointStore, CheckpointCache, InMemoryCheckpointStore, RetryingStore,
+};
 
 const TOPIC: &str = "turns";
 
@@ -123,8 +125,9 @@ struct World {
     limits: DecodeLimits,
     model: CountingModel,
     tools: RecordingTools,
-    /// The worker's checkpoint cache, when the test plays a worker that has one.
-    cache: Option<CheckpointCache>,
+    /// The worker's checkpoint cache, when the test plays a worker that has one: its store is
+    /// then the test's behind a [`CachingCheckpointStore`].
+    cache: Option<Arc<CheckpointCache>>,
 }
 
 impl World {
@@ -141,12 +144,12 @@ impl World {
 
     fn cached() -> Self {
         World {
-            cache: Some(CheckpointCache::new(1 << 20)),
+            cache: Some(Arc::new(CheckpointCache::new(1 << 20))),
             ..World::new()
         }
     }
 
-    async fn handle<S: CheckpointStore>(
+    async fn handle<S: CheckpointStore + Sync>(
         &self,
         store: &S,
         offset: i64,
@@ -159,7 +162,28 @@ impl World {
             .expect("no store error escapes")
     }
 
-    async fn try_handle<S: CheckpointStore>(
+    async fn try_handle<S: CheckpointStore + Sync>(
+        &self,
+        store: &S,
+        offset: i64,
+        payload: &[u8],
+        epoch: i64,
+        committed_mark: i64,
+    ) -> Result<Handled, StoreError> {
+        match &self.cache {
+            Some(cache) => {
+                let store = CachingCheckpointStore::new(store, cache.clone());
+                self.handle_with(&store, offset, payload, epoch, committed_mark)
+                    .await
+            }
+            None => {
+                self.handle_with(store, offset, payload, epoch, committed_mark)
+                    .await
+            }
+        }
+    }
+
+    async fn handle_with<S: CheckpointStore>(
         &self,
         store: &S,
         offset: i64,
@@ -171,7 +195,6 @@ impl World {
             engine: Engine::new(&self.catalog, &self.settings),
             catalog: &self.catalog,
             limits: &self.limits,
-            cache: self.cache.as_ref(),
         };
         let key = identity().key();
         let record = InboundRecord {

@@ -288,7 +288,6 @@ impl World {
             engine: turnstile::domain::engine::Engine::new(&self.catalog, &self.settings),
             catalog: &self.catalog,
             limits: &self.limits,
-            cache: None,
         };
         let ports = Ports {
             store: &self.store,

@@ -60,8 +60,9 @@ pub const CHAT_COMPLETIONS_PATH: &str = "/chat/completions";
 /// Bytes of a response read at most: a runaway endpoint cannot exhaust memory.
 pub const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
 
-/// Why the adapter cannot be built; every message names the profile and the fix, never a key.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Why the adapter cannot be built; every message names the profile (or the client) and the
+/// fix, never a key.
+#[derive(Debug, thiserror::Error)]
 pub enum ModelConfigError {
     #[error("profile `{profile}` (named by {used_by}) is not defined in the profiles file (fix: define it, or name one of: {known})")]
     UnknownProfile {
@@ -83,8 +84,12 @@ pub enum ModelConfigError {
         url: String,
         reason: String,
     },
-    #[error("cannot build the HTTP client: {0}")]
-    Client(String),
+    #[error(
+        "cannot build the HTTP client: {} (fix: {})",
+        crate::http_client::build_failure(.0),
+        crate::http_client::BUILD_FAILURE_FIX
+    )]
+    Client(#[source] reqwest::Error),
 }
 
 impl From<UnknownProfile> for ModelConfigError {

@@ -8,9 +8,11 @@
 //! |---|---|
 //! | [`decide`] | the engine loop: each request performed through the ports, the LC-4 write-ahead |
 //! | [`outbox`] | outputs kept in the checkpoint until their commit is known (republish, EV-1) |
-//! | [`cache`] | `CheckpointCache`: the rows this worker saved, read instead of the store under the same lease |
+//!
+//! A turn loads its checkpoint under its partition lease ([`CheckpointStore::load_leased`]): the
+//! worker's store answers from the rows it saved under that lease when it can
+//! ([`crate::store::cache`]); the pipeline does not know whether it did.
 
-pub mod cache;
 pub mod decide;
 pub mod outbox;
 mod recording;
@@ -29,13 +31,13 @@ use crate::message::{
     Output, Rejection,
 };
 use crate::ports::{
-    CheckpointRecord, CheckpointStore, DecisionModel, Fence, RetryClass, StoreError, ToolGateway,
+    CheckpointRecord, CheckpointStore, DecisionModel, Fence, Lease, RetryClass, StoreError,
+    ToolGateway,
 };
 use crate::record;
 use crate::store::fencing::{write_timestamp, PHASE_TURN_END};
 use crate::telemetry;
 
-pub use cache::CheckpointCache;
 pub use decide::{decide_turn, InFlightTurn, TurnStart};
 use outbox::{from_outbox, to_outbox, OutboxEntry};
 
@@ -97,6 +99,13 @@ impl Position<'_> {
             offset: self.offset,
         }
     }
+
+    pub fn lease(&self) -> Lease {
+        Lease {
+            partition: self.partition,
+            epoch: self.epoch,
+        }
+    }
 }
 
 /// The ports one turn calls: its checkpoint store, decision model and tool gateway.
@@ -131,31 +140,20 @@ pub enum TurnResult {
     Fenced,
 }
 
-/// Loads, decides and saves one turn at `at` (see the module doc). With a `cache`, the row this
-/// worker saved for the conversation under the same lease is read from it instead of the store,
-/// and the turn's own row is kept there once saved ([`cache`]).
+/// Loads (under the turn's lease), decides and saves one turn at `at` (see the module doc).
 pub async fn apply_turn<S, M, T>(
     engine: &Engine<'_>,
     ports: Ports<'_, S, M, T>,
     turn: &Turn,
     at: Position<'_>,
-    cache: Option<&CheckpointCache>,
 ) -> Result<TurnResult, PipelineError>
 where
     S: CheckpointStore,
     M: DecisionModel,
     T: ToolGateway,
 {
-    let cached = cache.and_then(|c| c.take(&turn.identity, at.partition, at.epoch));
-    tracing::Span::current().record(
-        "checkpoint",
-        if cached.is_some() { "cached" } else { "stored" },
-    );
-    let row = match cached {
-        Some(row) => Some(row),
-        // Boxed: the adapters' futures are large; a parked turn holds only the one it awaits.
-        None => Box::pin(ports.store.load(&turn.identity)).await?,
-    };
+    // Boxed: the adapters' futures are large; a parked turn holds only the one it awaits.
+    let row = Box::pin(ports.store.load_leased(&turn.identity, at.lease())).await?;
     if row.as_ref().is_some_and(|r| r.epoch > at.epoch) {
         tracing::warn!(
             epoch = at.epoch,
@@ -223,7 +221,7 @@ where
         base,
     };
     // Boxed: the record and save awaits would otherwise size every parked turn's future.
-    Box::pin(finish_turn(engine, ports.store, turn, at, cache, ended)).await
+    Box::pin(finish_turn(engine, ports.store, turn, at, ended)).await
 }
 
 /// A decided turn on its way to the store.
@@ -234,13 +232,12 @@ struct Ended {
 }
 
 /// The end of a decided turn: its outputs into the outbox, its decision record kept, the state
-/// and outbox saved (and cached).
+/// and outbox saved.
 async fn finish_turn<S: CheckpointStore>(
     engine: &Engine<'_>,
     store: &S,
     turn: &Turn,
     at: Position<'_>,
-    cache: Option<&CheckpointCache>,
     ended: Ended,
 ) -> Result<TurnResult, PipelineError> {
     let Ended {
@@ -270,9 +267,6 @@ async fn finish_turn<S: CheckpointStore>(
         epoch: at.epoch,
     };
     Box::pin(store.save_turn(&turn.identity, &record, fence)).await?;
-    if let Some(c) = cache {
-        c.keep(&turn.identity, at.partition, at.epoch, record);
-    }
     Ok(TurnResult::Processed { processed, outputs })
 }
 
@@ -316,8 +310,6 @@ pub struct Rules<'a> {
     pub engine: Engine<'a>,
     pub catalog: &'a Catalog,
     pub limits: &'a DecodeLimits,
-    /// The worker's [`CheckpointCache`]; `None` reads every checkpoint from the store.
-    pub cache: Option<&'a CheckpointCache>,
 }
 
 /// One inbound record end to end: decode (IO-3) → [`apply_turn`] → the outputs to publish, or a
@@ -375,7 +367,7 @@ where
         epoch,
         committed_mark,
     };
-    let result = apply_turn(&rules.engine, ports, &turn, at, rules.cache).await;
+    let result = apply_turn(&rules.engine, ports, &turn, at).await;
     let (disposition, outputs, processed) = match result {
         Ok(TurnResult::Processed { processed, outputs }) => {
             let disposition = if processed.outcome.duplicate {
@@ -447,7 +439,7 @@ where
         model,
         tools,
     };
-    match apply_turn(engine, ports, turn, at, None).await? {
+    match apply_turn(engine, ports, turn, at).await? {
         TurnResult::Processed { processed, .. } => Ok(*processed),
         // Unreachable by construction (a new offset is never in the outbox; the epoch is the
         // stored one), but named rather than assumed.

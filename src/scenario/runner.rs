@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::{json, Value};
 
@@ -21,13 +22,11 @@ use crate::domain::state::AgentState;
 use crate::domain::turn::Turn;
 use crate::message::Output;
 use crate::model::ScriptedModel;
-use crate::pipeline::{
-    apply_turn, CheckpointCache, PipelineError, Ports, Position, ProcessedTurn, TurnResult,
-};
+use crate::pipeline::{apply_turn, PipelineError, Ports, Position, ProcessedTurn, TurnResult};
 use crate::ports::CheckpointStore;
 use crate::scenario::format::{load_scenario, Scenario, ScenarioTurn};
 use crate::scenario::matcher;
-use crate::store::InMemoryCheckpointStore;
+use crate::store::{CachingCheckpointStore, CheckpointCache, InMemoryCheckpointStore};
 use crate::tool::ScriptedTools;
 
 /// The scenario clock starts here (2026-01-01T00:00:00Z); each turn adds its `after`.
@@ -165,7 +164,7 @@ struct InProcessWorker {
     settings: Settings,
     /// As the Kafka worker's: each turn after a conversation's first reads the row this worker
     /// saved; a restart starts with none.
-    cache: CheckpointCache,
+    cache: Arc<CheckpointCache>,
 }
 
 impl InProcessWorker {
@@ -174,7 +173,7 @@ impl InProcessWorker {
         InProcessWorker {
             catalog,
             settings,
-            cache: CheckpointCache::new(SCENARIO_CACHE_BYTES),
+            cache: Arc::new(CheckpointCache::new(SCENARIO_CACHE_BYTES)),
         }
     }
 }
@@ -249,13 +248,14 @@ async fn run_scenario(
             committed_mark: offset,
         };
         // As the worker delivers a record: through the pipeline, with this worker's cache.
+        let cached = CachingCheckpointStore::new(store, worker.cache.clone());
         let apply = |at| {
             let ports = Ports {
-                store,
+                store: &cached,
                 model: &model,
                 tools: &tools,
             };
-            apply_turn(&engine, ports, &turn, at, Some(&worker.cache))
+            apply_turn(&engine, ports, &turn, at)
         };
         let at = deliver(next_offset);
         next_offset += 1;

@@ -17,7 +17,9 @@ use std::time::Duration;
 use backon::{ExponentialBuilder, Retryable};
 
 use crate::domain::turn::Identity;
-use crate::ports::{CheckpointRecord, CheckpointStore, DecisionRow, Fence, RetryClass, StoreError};
+use crate::ports::{
+    CheckpointRecord, CheckpointStore, DecisionRow, Fence, Lease, RetryClass, StoreError,
+};
 
 /// Attempts at a decision record write: a record is worth a blip's retry, never a turn held
 /// through an outage (`pipeline::record`: a lost record is counted, the turn goes on).
@@ -130,6 +132,15 @@ impl<S: CheckpointStore + Sync> CheckpointStore for RetryingStore<S> {
     async fn load(&self, identity: &Identity) -> Result<Option<CheckpointRecord>, StoreError> {
         // The adapters' futures are large; boxed, a parked turn holds only the one it awaits.
         self.retry("load", || Box::pin(self.inner.load(identity)))
+            .await
+    }
+
+    async fn load_leased(
+        &self,
+        identity: &Identity,
+        lease: Lease,
+    ) -> Result<Option<CheckpointRecord>, StoreError> {
+        self.retry("load", || Box::pin(self.inner.load_leased(identity, lease)))
             .await
     }
 

@@ -54,7 +54,7 @@ pub fn tools_base_url(lookup: impl Fn(&str) -> Option<String>) -> String {
 }
 
 /// Why the gateway cannot be built; every message says what to change.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum ToolConfigError {
     #[error(
         "invalid tools base URL `{url}`: {problem}; set {TOOLS_BASE_URL_ENV} to an absolute \
@@ -63,8 +63,12 @@ pub enum ToolConfigError {
     BaseUrl { url: String, problem: String },
     #[error("tool endpoints: {}", .0.join("; "))]
     Endpoints(Vec<String>),
-    #[error("cannot build the HTTP client: {0}")]
-    Client(String),
+    #[error(
+        "cannot build the HTTP client: {} (fix: {})",
+        http_client::build_failure(.0),
+        http_client::BUILD_FAILURE_FIX
+    )]
+    Client(#[source] reqwest::Error),
 }
 
 /// The resolved URLs of one tool.
@@ -194,7 +198,7 @@ impl HttpToolGateway {
             .user_agent(concat!("turnstile/", env!("CARGO_PKG_VERSION")))
             .connect_timeout(timeout)
             .build()
-            .map_err(|e| ToolConfigError::Client(e.to_string()))?;
+            .map_err(ToolConfigError::Client)?;
         Ok(HttpToolGateway {
             client,
             endpoints: Arc::new(endpoints),

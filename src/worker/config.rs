@@ -26,7 +26,7 @@ pub struct WorkerConfig {
     /// Checkpoint reads and writes in progress at once; the rest wait.
     pub store_max_concurrency: usize,
     /// Bytes of checkpoint rows kept after their save, so a conversation's next turn under the
-    /// same lease skips the store read (`pipeline::cache`); 0 turns the cache off.
+    /// same lease skips the store read (`store::cache`); 0 turns the cache off.
     pub checkpoint_cache_bytes: usize,
     /// Records fetched but not started, per partition, before the partition is paused.
     pub max_buffered_per_partition: usize,

@@ -50,9 +50,8 @@ use tokio::sync::mpsc;
 
 use crate::domain::catalog::{Catalog, Settings};
 use crate::message::DecodeLimits;
-use crate::pipeline::CheckpointCache;
 use crate::ports::{CheckpointStore, DecisionModel, RetryClass, ToolGateway};
-use crate::store::RetryingStore;
+use crate::store::{CachingCheckpointStore, CheckpointCache, RetryingStore};
 use crate::telemetry;
 
 use committer::Committer;
@@ -70,7 +69,7 @@ pub struct Services<M, T, S> {
     pub model: M,
     pub tools: T,
     /// Wrapped in the one retry layer ([`RetryingStore`]) by [`run`], which wires its
-    /// availability to readiness.
+    /// availability to readiness, and that in the checkpoint cache ([`CachingCheckpointStore`]).
     pub store: S,
 }
 
@@ -226,7 +225,8 @@ where
 }
 
 /// What every turn task shares: the services (the store wrapped in the one retry layer, its
-/// availability wired to readiness), the topics, the decode limits and the checkpoint cache.
+/// availability wired to readiness) behind the checkpoint cache, the topics, the decode limits,
+/// and the coordinator's handle on that cache.
 fn shared_services<M, T, S>(
     config: &WorkerConfig,
     services: Services<M, T, S>,
@@ -248,7 +248,7 @@ where
         settings: services.settings,
         model: services.model,
         tools: services.tools,
-        store,
+        store: CachingCheckpointStore::new(store, cache.clone()),
         topics: config.topics.clone(),
         limits: DecodeLimits {
             max_payload_bytes: config.max_payload_bytes,

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use super::consumer::FetchedRecord;
 use super::dispatch::KeyedQueue;
 use super::offsets::PartitionOffsets;
-use crate::pipeline::cache::Invalidation;
+use crate::store::cache::Invalidation;
 
 mod protocol;
 pub use protocol::{

@@ -9,18 +9,22 @@ use super::partitions::{Finished, Start};
 use crate::domain::catalog::{Catalog, Settings};
 use crate::domain::engine::Engine;
 use crate::message::{DecodeLimits, InboundRecord, Topics};
-use crate::pipeline::{handle_record, CheckpointCache, Disposition, Ports, Rules};
+use crate::pipeline::{handle_record, Disposition, Ports, Rules};
 use crate::ports::{CheckpointStore, DecisionModel, ToolGateway};
-use crate::store::RetryingStore;
+use crate::store::{CachingCheckpointStore, CheckpointCache, RetryingStore};
 
-/// What every turn task shares: the services (the store wrapped in the one retry layer), the
-/// topics, the decode limits and the checkpoint cache.
+/// The worker's store: the checkpoint cache in front of the one retry layer in front of the
+/// adapter.
+pub(super) type WorkerStore<S> = CachingCheckpointStore<RetryingStore<S>>;
+
+/// What every turn task shares: the services (the store behind the cache and the retry layer),
+/// the topics, the decode limits, and the coordinator's handle on the store's cache.
 pub(super) struct Shared<M, T, S> {
     pub(super) catalog: Arc<Catalog>,
     pub(super) settings: Arc<Settings>,
     pub(super) model: M,
     pub(super) tools: T,
-    pub(super) store: RetryingStore<S>,
+    pub(super) store: WorkerStore<S>,
     pub(super) topics: Topics,
     pub(super) limits: DecodeLimits,
     pub(super) cache: Arc<CheckpointCache>,
@@ -73,7 +77,6 @@ where
         engine: Engine::new(&shared.catalog, &shared.settings),
         catalog: &shared.catalog,
         limits: &shared.limits,
-        cache: Some(&shared.cache),
     };
     let ports = Ports {
         store: &shared.store,
@@ -172,11 +175,10 @@ mod tests {
         use crate::domain::turn::Turn;
         use crate::model::configured::ConfiguredModel;
         use crate::ports::{CallContext, DecisionModel, Fence, ToolGateway};
-        use crate::store::retrying::RetryingStore;
 
         struct Parts {
             engine: Engine<'static>,
-            store: RetryingStore<ScyllaCheckpointStore>,
+            store: WorkerStore<ScyllaCheckpointStore>,
             model: ConfiguredModel,
             tools: HttpToolGateway,
             turn: Turn,
@@ -186,7 +188,7 @@ mod tests {
         impl Parts {
             fn ports(
                 &self,
-            ) -> Ports<'_, RetryingStore<ScyllaCheckpointStore>, ConfiguredModel, HttpToolGateway>
+            ) -> Ports<'_, WorkerStore<ScyllaCheckpointStore>, ConfiguredModel, HttpToolGateway>
             {
                 Ports {
                     store: &self.store,
@@ -220,7 +222,6 @@ mod tests {
                     epoch: 0,
                     committed_mark: 0,
                 },
-                None,
             )
         });
         let decide = size(|p| {

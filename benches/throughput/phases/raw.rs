@@ -25,9 +25,9 @@ use turnstile::domain::decision::Skill;
 use turnstile::domain::turn::Identity;
 use turnstile::message::{HEADER_CONTENT_TYPE, HEADER_OUTPUT_ID, HEADER_TURN_ID};
 use turnstile::model::prompt::{CLASSIFIER_PROMPT, INTERPRETER_PROMPT, ROUTER_PROMPT};
-use turnstile::pipeline::CheckpointCache;
 use turnstile::ports::{CheckpointRecord, CheckpointStore, Fence};
 use turnstile::store::cql::ScyllaCheckpointStore;
+use turnstile::store::CheckpointCache;
 use turnstile::testkit::cql::config as cql_config;
 use turnstile::worker::WorkerConfig;
 
@@ -418,7 +418,7 @@ impl Loop {
         };
         self.saves.fetch_add(1, Ordering::Relaxed);
         match self.store.save_turn(&id, &record, fence).await {
-            Ok(()) => self.cache.keep(&id, partition, fence.epoch, record),
+            Ok(()) => self.cache.keep(&id, partition, fence.epoch, &record),
             Err(_) => {
                 self.errors.fetch_add(1, Ordering::Relaxed);
             }

@@ -22,22 +22,51 @@ pub const BATCH_TIMEOUT: Duration = Duration::from_secs(30);
 /// Bytes of a response read at most (a 384-dimension vector is ~8 KB of JSON).
 const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
 
-/// Why a call gave no vectors; `reason()` is the log and metric wording.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+/// Why a call gave no vectors; [`EmbeddingsError::failure`] is the engine's fallback reason.
+#[derive(Debug, thiserror::Error)]
 pub enum EmbeddingsError {
     #[error("no answer within {0:?}")]
     Timeout(Duration),
-    #[error("request failed: {0}")]
-    Unreachable(String),
+    /// The transport failed; kept without its URL, which may carry credentials.
+    #[error("request failed: {}", describe(.0))]
+    Unreachable(#[source] reqwest::Error),
+    /// The server's answer, its body cut to 200 characters.
     #[error("status {status}: {body}")]
     Status { status: u16, body: String },
     #[error("not an embeddings response: {0}")]
-    Invalid(String),
+    Invalid(#[from] InvalidResponse),
     #[error("vectors of {got} dimensions, expected {expected} (the examples were embedded by another model; point the profile at the same model, or clear the cache)")]
     Dimension { expected: usize, got: usize },
 }
 
+/// What makes an answer unusable as vectors.
+#[derive(Debug, thiserror::Error)]
+pub enum InvalidResponse {
+    #[error("the response is larger than {0} bytes")]
+    TooLarge(usize),
+    #[error("{0}")]
+    Json(#[source] serde_json::Error),
+    #[error("no `data` array")]
+    NoData,
+    #[error("{got} vectors for {expected} inputs")]
+    Count { got: usize, expected: usize },
+    #[error("an item has no `embedding` array (ask for encoding_format float)")]
+    NoEmbedding,
+    #[error("an embedding holds something other than finite numbers")]
+    NotFinite,
+    #[error("an embedding is empty")]
+    Empty,
+    #[error("an item's index is out of range")]
+    IndexOutOfRange,
+    #[error("two items share one index")]
+    SharedIndex,
+}
+
 impl EmbeddingsError {
+    fn unreachable(e: reqwest::Error) -> Self {
+        EmbeddingsError::Unreachable(e.without_url())
+    }
+
     /// The engine's fallback reason (SC-2): a time limit is `timeout`, an answer that is not
     /// usable vectors is `invalid_json`, anything else `error`.
     pub fn failure(&self) -> ModelFailure {
@@ -130,7 +159,7 @@ impl EmbeddingsClient {
         }
         let http = http_client::builder(Duration::from_secs(60))
             .build()
-            .map_err(|e| ModelConfigError::Client(e.to_string()))?;
+            .map_err(ModelConfigError::Client)?;
         Ok(EmbeddingsClient {
             space: format!("{url} {} {:?}", profile.model, profile.input_prefix),
             http,
@@ -187,7 +216,7 @@ impl EmbeddingsClient {
                 .body(body.to_string())
                 .send()
                 .await
-                .map_err(|e| EmbeddingsError::Unreachable(describe(&e)))?;
+                .map_err(EmbeddingsError::unreachable)?;
             let status = response.status();
             let bytes = read_limited(response).await?;
             if !status.is_success() {
@@ -208,28 +237,26 @@ impl EmbeddingsClient {
 async fn read_limited(response: reqwest::Response) -> Result<Vec<u8>, EmbeddingsError> {
     let body = http_client::read_bounded(response, MAX_RESPONSE_BYTES)
         .await
-        .map_err(|e| EmbeddingsError::Unreachable(describe(&e)))?;
+        .map_err(EmbeddingsError::unreachable)?;
     if body.cut {
-        return Err(EmbeddingsError::Invalid(format!(
-            "the response is larger than {MAX_RESPONSE_BYTES} bytes"
-        )));
+        return Err(InvalidResponse::TooLarge(MAX_RESPONSE_BYTES).into());
     }
     Ok(body.bytes)
 }
 
 /// `{"data": [{"index": i, "embedding": [..]}, ...]}` → vectors in input order, normalised.
 pub fn parse_vectors(bytes: &[u8], expected: usize) -> Result<Vec<Vec<f32>>, EmbeddingsError> {
-    let invalid = |m: &str| EmbeddingsError::Invalid(m.to_owned());
-    let value: Value = serde_json::from_slice(bytes).map_err(|e| invalid(&e.to_string()))?;
+    let value: Value = serde_json::from_slice(bytes).map_err(InvalidResponse::Json)?;
     let data = value
         .get("data")
         .and_then(Value::as_array)
-        .ok_or_else(|| invalid("no `data` array"))?;
+        .ok_or(InvalidResponse::NoData)?;
     if data.len() != expected {
-        return Err(EmbeddingsError::Invalid(format!(
-            "{} vectors for {expected} inputs",
-            data.len()
-        )));
+        return Err(InvalidResponse::Count {
+            got: data.len(),
+            expected,
+        }
+        .into());
     }
     let mut out: Vec<Option<Vec<f32>>> = vec![None; expected];
     for (position, item) in data.iter().enumerate() {
@@ -240,25 +267,21 @@ pub fn parse_vectors(bytes: &[u8], expected: usize) -> Result<Vec<Vec<f32>>, Emb
         let vector = item
             .get("embedding")
             .and_then(Value::as_array)
-            .ok_or_else(|| {
-                invalid("an item has no `embedding` array (ask for encoding_format float)")
-            })?
+            .ok_or(InvalidResponse::NoEmbedding)?
             .iter()
             .map(|x| x.as_f64().map(|f| f as f32).filter(|f| f.is_finite()))
             .collect::<Option<Vec<f32>>>()
-            .ok_or_else(|| invalid("an embedding holds something other than finite numbers"))?;
+            .ok_or(InvalidResponse::NotFinite)?;
         if vector.is_empty() {
-            return Err(invalid("an embedding is empty"));
+            return Err(InvalidResponse::Empty.into());
         }
-        let slot = out
-            .get_mut(index)
-            .ok_or_else(|| invalid("an item's index is out of range"))?;
+        let slot = out.get_mut(index).ok_or(InvalidResponse::IndexOutOfRange)?;
         *slot = Some(normalised(vector));
     }
     let vectors: Vec<Vec<f32>> = out
         .into_iter()
         .collect::<Option<_>>()
-        .ok_or_else(|| invalid("two items share one index"))?;
+        .ok_or(InvalidResponse::SharedIndex)?;
     let dim = vectors[0].len();
     if let Some(v) = vectors.iter().find(|v| v.len() != dim) {
         return Err(EmbeddingsError::Dimension {
@@ -328,5 +351,43 @@ mod tests {
             EmbeddingsError::Timeout(Duration::from_secs(1)).failure(),
             ModelFailure::Timeout
         );
+    }
+
+    #[test]
+    fn an_answer_that_is_not_json_keeps_the_parser_error() {
+        let e = parse_vectors(b"not json", 1).expect_err("invalid");
+        assert!(
+            matches!(e, EmbeddingsError::Invalid(InvalidResponse::Json(_))),
+            "{e:?}"
+        );
+        let parser = std::error::Error::source(&e).and_then(std::error::Error::source);
+        assert!(parser.is_some(), "the serde_json error is in the chain");
+        assert_eq!(e.failure(), ModelFailure::InvalidJson);
+    }
+
+    #[tokio::test]
+    async fn a_transport_failure_keeps_its_error_but_not_the_url() {
+        let free = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        let port = free.local_addr().expect("its address").port();
+        drop(free);
+        let client = reqwest::Client::builder().no_proxy().build().unwrap();
+        let url = format!("http://127.0.0.1:{port}/embeddings?api_key=secret");
+        let e = client.post(url).send().await.expect_err("nothing listens");
+        let e = EmbeddingsError::unreachable(e);
+        let message = e.to_string();
+        assert!(
+            message.starts_with("request failed: connection failed"),
+            "{message}"
+        );
+        let source = std::error::Error::source(&e).expect("the reqwest error");
+        assert!(
+            source.to_string().contains("error sending request"),
+            "{source}"
+        );
+        assert!(
+            !format!("{message} {source}").contains("secret"),
+            "{source}"
+        );
+        assert_eq!(e.failure(), ModelFailure::Error);
     }
 }

@@ -144,7 +144,7 @@ pub(super) fn http_client(max_idle: usize) -> Result<reqwest::Client, ModelConfi
     crate::http_client::builder(Duration::from_secs(60))
         .pool_max_idle_per_host(max_idle)
         .build()
-        .map_err(|e| ModelConfigError::Client(e.to_string()))
+        .map_err(ModelConfigError::Client)
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::message::Output;
-use crate::pipeline::cache::Invalidation;
+use crate::store::cache::Invalidation;
 use crate::worker::consumer::FetchedRecord;
 use crate::worker::offsets::PartitionOffsets;
 
