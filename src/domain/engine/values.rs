@@ -42,10 +42,10 @@ impl Run<'_> {
         let Some(reading) = self.typed_reading(text) else {
             return Ok(false);
         };
-        let reading = match self.last_sentence_reading(text, &reading) {
-            Some(last) => last,
-            None => reading,
-        };
+        let reading = self
+            .last_sentence_reading(text, &reading)
+            .or_else(|| self.spelled_reading(text, &reading))
+            .unwrap_or(reading);
         let tool = self.active_tool().expect("typed_reading needs one");
         let tx = self.active().expect("active");
         let pending = tx.missing_parameters.clone();
@@ -119,6 +119,36 @@ impl Run<'_> {
         }
         last.whole = false;
         Some(last)
+    }
+
+    /// PR-1 for a number in words: a message that is nothing but a pending value written in
+    /// words, its label and filler (`two hundred ten`, `número trezentos e doze`, `cento e
+    /// cinquenta reais`) fills it as its digits would. Inside any other sentence a number in
+    /// words is left to the model (`it was around seventy reais, I think`), as is an
+    /// approximation (`uns trinta e pouco`, `parameter::spelled`). Spans cover the message.
+    fn spelled_reading(
+        &self,
+        text: &str,
+        whole: &parameter::Extraction,
+    ) -> Option<parameter::Extraction> {
+        let pending = &self.active()?.missing_parameters;
+        if whole.values.iter().any(|v| pending.contains(&v.name)) {
+            return None;
+        }
+        let std::borrow::Cow::Owned(digits) = parameter::spelled::as_digits(text) else {
+            return None;
+        };
+        let mut read = self.typed_reading(&digits)?;
+        if !(read.whole && read.values.iter().any(|v| pending.contains(&v.name))) {
+            return None;
+        }
+        for v in &mut read.values {
+            v.span = 0..text.len();
+        }
+        for r in &mut read.rejected {
+            r.span = 0..text.len();
+        }
+        Some(read)
     }
 
     /// MG-5 for free text: a message that starts a transaction, or answers it with typed values,

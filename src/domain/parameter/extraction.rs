@@ -331,37 +331,9 @@ pub(super) fn written_with_cents(raw: &str) -> bool {
         && bytes[bytes.len() - 4].is_ascii_digit()
 }
 
-/// Numbers in words (`two hundred ten`, `cento e cinquenta reais`) are read as their digits
-/// when a parameter takes a number ([`super::spelled`]); spans stay the message's own.
-fn read(
-    params: &[LabelledParameter<'_>],
-    text: &str,
-    locale: Locale,
-    mode: Mode,
-    options: ClearOptions<'_>,
-) -> Extraction {
-    let numeric = params.iter().any(|p| {
-        matches!(
-            p.kind,
-            ParameterKind::Integer { .. } | ParameterKind::Number | ParameterKind::Money
-        )
-    });
-    let Some(spelled) = numeric.then(|| super::spelled::as_digits(text)).flatten() else {
-        return read_text(params, text, locale, mode, options);
-    };
-    let mut out = read_text(params, &spelled.text, locale, mode, options);
-    for v in &mut out.values {
-        v.span = spelled.original_span(&v.span);
-    }
-    for r in &mut out.rejected {
-        r.span = spelled.original_span(&r.span);
-    }
-    out
-}
-
 // TODO(issue 27): split; owned by a concurrent change
 #[allow(clippy::too_many_lines)]
-fn read_text(
+fn read(
     params: &[LabelledParameter<'_>],
     text: &str,
     locale: Locale,

@@ -97,7 +97,7 @@ mod number;
 mod reader;
 mod restated;
 mod scan;
-mod spelled;
+pub mod spelled;
 mod text;
 mod validate;
 

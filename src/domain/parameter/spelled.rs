@@ -1,5 +1,7 @@
 //! Numbers written in words (`two hundred ten`, `cento e cinquenta reais`, `número trezentos e
-//! doze`) read as the digits they say, so every typed reader takes them as it takes `210`.
+//! doze`) as the digits they say. The typed parsers of PR-1 do not read them (a number in words is
+//! no typed form: the model reads it); the embeddings interpreter, which stands in for a language
+//! model, reads the message through [`as_digits`] as such a model would.
 //!
 //! Only a run that is plainly a number is rewritten: two number words or more (`twenty five`,
 //! `vinte e cinco`), or one word worth ten or more (`fifteen`, `duzentos`). A lone small word
@@ -8,72 +10,72 @@
 //! run stops at the first word that breaks it. Both locales' words are read in every message:
 //! customers mix them.
 
+use std::borrow::Cow;
 use std::ops::Range;
 
-/// A message with its spelled numbers as digits, and where each rewrite came from.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) struct Spelled {
-    pub text: String,
-    /// `(range in text, range in the original)` of each rewritten run, in order.
-    rewrites: Vec<(Range<usize>, Range<usize>)>,
-}
-
-impl Spelled {
-    /// The original message's byte offset for an offset of `text`: inside a rewrite, its start
-    /// (`end: false`) or its end (`end: true`).
-    fn original(&self, at: usize, end: bool) -> usize {
-        let mut shift: isize = 0;
-        for (new, old) in &self.rewrites {
-            if at < new.start || (end && at == new.start) {
-                break;
-            }
-            if at < new.end || (end && at == new.end) {
-                return if end { old.end } else { old.start };
-            }
-            shift = old.end as isize - new.end as isize;
-        }
-        (at as isize + shift).max(0) as usize
-    }
-
-    /// `span` of [`Spelled::text`] as a span of the original message.
-    pub fn original_span(&self, span: &Range<usize>) -> Range<usize> {
-        self.original(span.start, false)..self.original(span.end, true)
-    }
-}
-
-/// `text` with every spelled number rewritten as digits; `None` when it has none.
-pub(super) fn as_digits(text: &str) -> Option<Spelled> {
+/// `text` with every spelled number rewritten as digits (borrowed when it has none).
+pub fn as_digits(text: &str) -> Cow<'_, str> {
     let words = word_spans(text);
-    let mut runs: Vec<(Range<usize>, u64)> = Vec::new();
+    let mut out = String::new();
+    let mut last = 0;
     let mut i = 0;
     while i < words.len() {
-        match number_run(text, &words[i..]) {
+        match number_run(text, &words[i..]).filter(|&(len, _)| !approximate(text, &words, i, len)) {
             Some((len, value)) => {
-                runs.push((words[i].start..words[i + len - 1].end, value));
+                out.push_str(&text[last..words[i].start]);
+                out.push_str(&value.to_string());
+                last = words[i + len - 1].end;
                 i += len;
             }
             None => i += 1,
         }
     }
-    if runs.is_empty() {
-        return None;
-    }
-    let mut out = String::with_capacity(text.len());
-    let mut rewrites = Vec::with_capacity(runs.len());
-    let mut last = 0;
-    for (old, value) in runs {
-        out.push_str(&text[last..old.start]);
-        let digits = value.to_string();
-        let start = out.len();
-        out.push_str(&digits);
-        rewrites.push((start..out.len(), old.clone()));
-        last = old.end;
+    if last == 0 && out.is_empty() {
+        return Cow::Borrowed(text);
     }
     out.push_str(&text[last..]);
-    Some(Spelled {
-        text: out,
-        rewrites,
-    })
+    Cow::Owned(out)
+}
+
+/// Whether the run of `len` words at `at` is an approximation (`uns trinta e pouco`, `around
+/// seventy`, `fifty or so`): no value to read. (`twenty-something` is no number word at all.)
+fn approximate(text: &str, words: &[Range<usize>], at: usize, len: usize) -> bool {
+    const BEFORE: &[&str] = &[
+        "uns",
+        "umas",
+        "cerca",
+        "quase",
+        "tipo",
+        "aproximadamente",
+        "around",
+        "about",
+        "roughly",
+        "approximately",
+        "almost",
+        "nearly",
+        "like",
+    ];
+    const AFTER: &[&[&str]] = &[
+        &["e", "pouco"],
+        &["e", "poucos"],
+        &["e", "poucas"],
+        &["or", "so"],
+        &["mais", "ou", "menos"],
+    ];
+    let folded = |k: usize| words.get(k).map(|r| text[r.clone()].to_lowercase());
+    let before = at.checked_sub(1).and_then(folded);
+    // `cerca de setenta`: the approximating word stands before the preposition.
+    let two_before = at.checked_sub(2).and_then(folded);
+    let near = |w: &Option<String>| w.as_deref().is_some_and(|w| BEFORE.contains(&w));
+    let after = AFTER.iter().any(|phrase| {
+        phrase
+            .iter()
+            .enumerate()
+            .all(|(k, p)| folded(at + len + k).as_deref() == Some(*p))
+    });
+    near(&before)
+        || (two_before.as_deref() == Some("cerca") && before.as_deref() == Some("de"))
+        || after
 }
 
 /// Byte ranges of the words of `text`: letters, joined by a hyphen (`twenty-five`).
@@ -259,7 +261,7 @@ mod tests {
     use super::*;
 
     fn digits(text: &str) -> String {
-        as_digits(text).map_or_else(|| text.to_owned(), |s| s.text)
+        as_digits(text).into_owned()
     }
 
     #[test]
@@ -283,6 +285,20 @@ mod tests {
     }
 
     #[test]
+    fn approximations_are_no_value() {
+        for text in [
+            "uns trinta e pouco",
+            "around seventy",
+            "cerca de cem reais",
+            "twenty-something",
+            "fifty or so",
+            "tipo cinquenta mais ou menos",
+        ] {
+            assert_eq!(digits(text), text, "{text}");
+        }
+    }
+
+    #[test]
     fn articles_and_words_that_break_a_number_stay_words() {
         for text in [
             "quero mudar o endereço de um pedido",
@@ -297,20 +313,5 @@ mod tests {
         }
         // A run stops where the grammar breaks: `dois e três` is two numbers, not five.
         assert_eq!(digits("twenty twenty"), "20 20");
-    }
-
-    #[test]
-    fn spans_of_the_rewritten_text_map_back_to_the_original() {
-        let original = "o número é trezentos e doze, cep 01310-100";
-        let s = as_digits(original).expect("a number");
-        assert_eq!(s.text, "o número é 312, cep 01310-100");
-        let at = s.text.find("312").expect("digits");
-        let back = s.original_span(&(at..at + 3));
-        assert_eq!(&original[back], "trezentos e doze");
-        let cep = s.text.find("01310-100").expect("cep");
-        let back = s.original_span(&(cep..cep + 9));
-        assert_eq!(&original[back], "01310-100");
-        let head = s.original_span(&(0..2));
-        assert_eq!(&original[head], "o ");
     }
 }

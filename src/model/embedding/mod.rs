@@ -390,32 +390,14 @@ impl EmbeddingModel {
         Ok(interpret_from(&index.rank(&x), request, asked))
     }
 
-    /// The value of the parameter the last reply asked for, read anywhere in the message by the
-    /// liberal typed reader (`it was 99.90 each time`, `put 1, that's what the mailman uses`):
+    /// The value of the parameter the last reply asked for, read anywhere in the message (its
+    /// numbers in words as digits) by the liberal typed reader (`it was 99.90 each time`, `put 1, that's what the mailman uses`):
     /// what a language model would extract there, and what PR-1 leaves to the model because
     /// other words stand around it. Only when the message holds one number-like token, so a
     /// sentence with several numbers (`I called 3 times about order 45`) is not guessed at; an
     /// invalid value is passed on as written, for the engine to explain (RP-4).
     fn asked_value(&self, request: &InterpreterRequest) -> Option<(String, Value)> {
-        let asked = request.transaction.missing_parameters.first()?;
-        let tool = self
-            .catalog
-            .assistant(&request.assistant)?
-            .tools
-            .get(&request.transaction.tool)?;
-        let spec = tool.parameter(asked)?;
-        if matches!(spec.kind, parameter::ParameterKind::Text { .. })
-            || number_like_tokens(&request.message) != 1
-        {
-            return None;
-        }
-        let reading = parameter::extract(&[(asked, &spec.kind)], &request.message, request.locale);
-        if let Some(v) = reading.value(asked) {
-            return Some((asked.clone(), v.clone()));
-        }
-        reading
-            .rejection(asked)
-            .map(|r| (asked.clone(), Value::String(r.raw.clone())))
+        asked_value(&self.catalog, request)
     }
 
     /// Answer logs of older releases carry no assistant: with one configured, it is that one.
@@ -431,6 +413,30 @@ impl EmbeddingModel {
             named.to_owned()
         }
     }
+}
+
+/// [`EmbeddingModel::asked_value`] over `catalog`.
+fn asked_value(catalog: &Catalog, request: &InterpreterRequest) -> Option<(String, Value)> {
+    let asked = request.transaction.missing_parameters.first()?;
+    let tool = catalog
+        .assistant(&request.assistant)?
+        .tools
+        .get(&request.transaction.tool)?;
+    let spec = tool.parameter(asked)?;
+    // A number in words is read as its digits (`two hundred ten`, `cento e cinquenta reais`).
+    let message = parameter::spelled::as_digits(&request.message);
+    if matches!(spec.kind, parameter::ParameterKind::Text { .. })
+        || number_like_tokens(&message) != 1
+    {
+        return None;
+    }
+    let reading = parameter::extract(&[(asked, &spec.kind)], &message, request.locale);
+    if let Some(v) = reading.value(asked) {
+        return Some((asked.clone(), v.clone()));
+    }
+    reading
+        .rejection(asked)
+        .map(|r| (asked.clone(), Value::String(r.raw.clone())))
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -725,6 +731,26 @@ mod tests {
         let request = collecting(&["amount"], "hold on let me look");
         let d = interpret_from(&[(&tool, 0.8)], &request, None);
         assert_eq!(d.act, InterpreterAct::Unclear);
+    }
+
+    // A number in words is what a language model reads as a value: the embeddings interpreter
+    // reads it as its digits (the typed parsers of PR-1 do not).
+    #[test]
+    fn the_asked_value_may_be_written_in_words() {
+        let catalog = example_catalog();
+        let assistant = catalog.assistants.keys().next().expect("one").clone();
+        let ask = |message: &str| {
+            let mut request = collecting(&["amount"], message);
+            request.assistant = assistant.clone();
+            asked_value(&catalog, &request).map(|(_, v)| v)
+        };
+        let money = |s: &str| Some(Value::String(s.to_owned()));
+        assert_eq!(ask("cento e cinquenta reais"), money("150.00"));
+        assert_eq!(ask("it was seventy five reais"), money("75.00"));
+        assert_eq!(ask("R$ 99,90"), money("99.90"));
+        // Two numbers (`seventy-one … ninety-nine cents`) are not guessed at; an article is none.
+        assert_eq!(ask("seventy-one reais and ninety-nine cents"), None);
+        assert_eq!(ask("um valor que eu não reconheço"), None);
     }
 
     // MG-5: a question put to the assistant is no reason; the customer's own question may be.
