@@ -42,10 +42,7 @@ impl Run<'_> {
         let Some(reading) = self.typed_reading(text) else {
             return Ok(false);
         };
-        let reading = self
-            .last_sentence_reading(text, &reading)
-            .or_else(|| self.spelled_reading(text, &reading))
-            .unwrap_or(reading);
+        let reading = self.spelled_reading(text, &reading).unwrap_or(reading);
         let tool = self.active_tool().expect("typed_reading needs one");
         let tx = self.active().expect("active");
         let pending = tx.missing_parameters.clone();
@@ -82,43 +79,6 @@ impl Run<'_> {
             .collect();
         self.apply_values(valid, invalid).await?;
         Ok(true)
-    }
-
-    /// MG-4a after an aside: when the whole message fills nothing pending, a last sentence that
-    /// is only a pending value and filler fills it (`desculpa, meu filho pegou o celular. é
-    /// 82790`; `sorry, was driving. 01310-100`): what came before it was chat, not a request
-    /// the value belongs to. Spans are the whole message's.
-    fn last_sentence_reading(
-        &self,
-        text: &str,
-        whole: &parameter::Extraction,
-    ) -> Option<parameter::Extraction> {
-        let pending = &self.active()?.missing_parameters;
-        if whole.values.iter().any(|v| pending.contains(&v.name)) {
-            return None;
-        }
-        let at = text
-            .trim_end()
-            .char_indices()
-            .filter(|&(i, c)| {
-                matches!(c, '.' | '!' | '?' | '\n')
-                    && text[i + c.len_utf8()..].starts_with(char::is_whitespace)
-            })
-            .map(|(i, c)| i + c.len_utf8())
-            .next_back()?;
-        let mut last = self.typed_reading(&text[at..])?;
-        let fills = last.values.iter().any(|v| pending.contains(&v.name));
-        if !(last.whole && fills) {
-            return None;
-        }
-        for v in &mut last.values {
-            v.span = v.span.start + at..v.span.end + at;
-        }
-        for r in &mut last.rejected {
-            r.span = r.span.start + at..r.span.end + at;
-        }
-        last.whole = false;
-        Some(last)
     }
 
     /// PR-1 for a number in words: a message that is nothing but a pending value written in

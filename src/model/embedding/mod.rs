@@ -434,9 +434,39 @@ fn asked_value(catalog: &Catalog, request: &InterpreterRequest) -> Option<(Strin
     if let Some(v) = reading.value(asked) {
         return Some((asked.clone(), v.clone()));
     }
-    reading
-        .rejection(asked)
-        .map(|r| (asked.clone(), Value::String(r.raw.clone())))
+    if let Some(r) = reading.rejection(asked) {
+        return Some((asked.clone(), Value::String(r.raw.clone())));
+    }
+    // After an aside, a last sentence that is only the value answers the question asked, in
+    // the plain forms PR-1 reads only then (`desculpa, meu filho pegou o celular. é 82790`).
+    let last = last_sentence(&message)?;
+    let labelled = [parameter::LabelledParameter {
+        name: asked,
+        kind: &spec.kind,
+        labels: &[],
+    }];
+    let options = parameter::ClearOptions {
+        asked: Some(asked),
+        ..Default::default()
+    };
+    let reading = parameter::extract_clear_with(&labelled, last, request.locale, options);
+    let value = reading.value(asked).filter(|_| reading.whole)?;
+    Some((asked.clone(), value.clone()))
+}
+
+/// The last sentence of a message of several (after `.`, `!`, `?` or a line break followed by
+/// a space).
+fn last_sentence(message: &str) -> Option<&str> {
+    let trimmed = message.trim_end();
+    let at = trimmed
+        .char_indices()
+        .filter(|&(i, c)| {
+            matches!(c, '.' | '!' | '?' | '\n')
+                && trimmed[i + c.len_utf8()..].starts_with(char::is_whitespace)
+        })
+        .map(|(i, c)| i + c.len_utf8())
+        .next_back()?;
+    Some(trimmed[at..].trim())
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -751,6 +781,20 @@ mod tests {
         // Two numbers (`seventy-one … ninety-nine cents`) are not guessed at; an article is none.
         assert_eq!(ask("seventy-one reais and ninety-nine cents"), None);
         assert_eq!(ask("um valor que eu não reconheço"), None);
+        // An order number's plain form (`82790`) answers only where PR-1 reads it: after an
+        // aside, in a last sentence that is only the value; not inside another sentence.
+        let ask_id = |message: &str| {
+            let mut request = collecting(&["order_id"], message);
+            request.assistant = assistant.clone();
+            request.transaction.agent = "retail".to_owned();
+            request.transaction.tool = "retail_order_tracking".to_owned();
+            asked_value(&catalog, &request).map(|(_, v)| v)
+        };
+        let id = Some(Value::String("PED-82790".to_owned()));
+        assert_eq!(ask_id("desculpa, meu filho pegou o celular. é 82790"), id);
+        assert_eq!(ask_id("sorry! 82790"), id);
+        assert_eq!(ask_id("my neighbour is 82790, I think"), None);
+        assert_eq!(ask_id("is it 82790? I'm not sure."), None);
     }
 
     // MG-5: a question put to the assistant is no reason; the customer's own question may be.
