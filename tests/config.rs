@@ -934,3 +934,26 @@ fn rp2_rp3_message_templates_are_checked_per_key() {
         "Sorry [?]"
     );
 }
+
+// ---- SC-9: a conversational intent that takes leave ----
+
+#[test]
+fn only_a_conversational_intent_may_end_the_session() {
+    let farewell = "        questions:\n          bye:\n            ends_session: true\n            examples: {en: [have a nice day]}\n            answer: {en: You too!}\n";
+    let e = catalog_err(&minimal_with_tool_keys(farewell));
+    assert_names(
+        &e,
+        "agents.yaml",
+        "questions.bye.ends_session",
+        "only a conversational intent can end the session",
+    );
+    let file = load_agents_file(Path::new(AGENTS)).unwrap_or_else(|e| panic!("{e}"));
+    let a = file.catalog.assistant("retail-bot").unwrap();
+    let ending: Vec<&str> = a
+        .conversation
+        .iter()
+        .filter(|t| t.ends_session)
+        .map(|t| t.name.as_str())
+        .collect();
+    assert_eq!(ending, ["farewell"], "the example configures one farewell");
+}

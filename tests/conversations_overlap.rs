@@ -152,6 +152,7 @@ fn push_topics(out: &mut Vec<Entry>, topics: &[Topic], at: &str) {
             examples,
             reply: _,
             out_of_scope: _,
+            ends_session: _,
         } = topic;
         push_examples(out, examples, &format!("{at}.{name}.examples"));
     }

@@ -108,6 +108,10 @@ pub struct Topic {
     /// A request no tool does, answered with guidance (`can I pay here?` → how to pay): the
     /// reply is the assistant's out-of-scope message, then `reply`.
     pub out_of_scope: bool,
+    /// SC-9: a conversational intent that takes leave (`have a good day`, `tenha uma boa tarde`):
+    /// its reply, then the session ends as on `END_SESSION` (SC-6). It counts only from the
+    /// session-control threshold, not the lower topic one: an end must be meant.
+    pub ends_session: bool,
 }
 
 /// A domain agent the router can pick.

@@ -452,6 +452,17 @@ impl Masking {
     fn apply(&self, value: &mut Value) {
         match value {
             Value::String(s) => {
+                // A value written in words (`two hundred ten`) is masked as its digits: the
+                // words would keep the personal data, and the digits replay the same reading.
+                let digits = crate::domain::parameter::spelled::as_digits(s);
+                if let std::borrow::Cow::Owned(digits) = digits {
+                    if self.pairs.iter().any(|(original, _)| {
+                        replace_whole(&digits, original, "") != digits
+                            && replace_whole(s, original, "") == *s
+                    }) {
+                        *s = digits;
+                    }
+                }
                 for (original, masked) in &self.pairs {
                     if s.contains(original.as_str()) {
                         *s = replace_whole(s, original, masked);
@@ -621,5 +632,9 @@ mod tests {
         let mut id = json!("order PED-2002, 2002 or 200.");
         m.apply(&mut id);
         assert_eq!(id, json!("order PED-2002, 2002 or 555."));
+        // A value written in words is masked as its digits; other numbers in words stay words.
+        let mut words = json!(["the number is two hundred", "twenty five of them"]);
+        m.apply(&mut words);
+        assert_eq!(words, json!(["the number is 555", "twenty five of them"]));
     }
 }

@@ -76,6 +76,10 @@ pub(super) struct RawTopic {
     /// assistant's out-of-scope message.
     #[serde(default)]
     pub(super) out_of_scope: bool,
+    /// A conversational intent that takes leave (`have a good day`): answered, then the session
+    /// ends as on `END_SESSION`.
+    #[serde(default)]
+    pub(super) ends_session: bool,
 }
 
 /// `examples: {en: [...], pt-BR: [...]}`.

@@ -136,6 +136,19 @@ impl Validator<'_> {
                 );
             }
             let out_of_scope = topic.out_of_scope;
+            let ends_session = topic.ends_session;
+            if ends_session && (text == "answer" || out_of_scope) {
+                let why = if out_of_scope {
+                    "a topic cannot both decline a request and end the session"
+                } else {
+                    "only a conversational intent can end the session; a question about a tool keeps it"
+                };
+                self.err(
+                    format!("{tkey}.ends_session"),
+                    why,
+                    "remove `ends_session`, or move the farewell under the assistant's `conversation`",
+                );
+            }
             let (given, other) = if text == "answer" {
                 (topic.answer, topic.reply)
             } else {
@@ -162,6 +175,7 @@ impl Validator<'_> {
                 examples,
                 reply,
                 out_of_scope,
+                ends_session,
             });
         }
         out

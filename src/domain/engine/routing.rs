@@ -33,8 +33,9 @@ enum Routed {
         tool: Option<String>,
         arguments: BTreeMap<String, Value>,
     },
-    /// PR-3a, SC-9: a question about a tool or a conversational intent, and its reply text.
-    Topic(String),
+    /// PR-3a, SC-9: a question about a tool or a conversational intent, its reply text, and
+    /// whether it takes leave (`ends_session`).
+    Topic { reply: String, ends: bool },
 }
 
 impl Run<'_> {
@@ -190,15 +191,19 @@ impl Run<'_> {
             }
         }
         let after_cancel = cancelled.is_some();
-        if let Routed::Topic(reply) = routed {
-            // Not a request: answered, and whatever is pending is asked again, untouched.
+        if let Routed::Topic { reply, ends } = routed {
             self.reply(reply);
+            if ends {
+                // SC-9: a farewell is answered, then ends the session as END_SESSION does.
+                return self.end_session();
+            }
+            // Not a request: answered, and whatever is pending is asked again, untouched.
             self.ask_pending();
             return Ok(());
         }
         let active = self.active().map(|tx| (tx.agent.clone(), tx.tool.clone()));
         match (routed, active) {
-            (Routed::Topic(_), _) => Ok(()),
+            (Routed::Topic { .. }, _) => Ok(()),
             (Routed::Nowhere { out_of_scope }, Some(_)) => {
                 Box::pin(self.keep_after_router(text, BTreeMap::new(), out_of_scope)).await
             }
@@ -418,8 +423,24 @@ impl Run<'_> {
                     out_of_scope: false,
                 }
             }
-            Ok(RouterDecision::Topic { tool, topic, .. }) => match self.topic_reply(tool, &topic) {
-                Some(reply) => Routed::Topic(reply),
+            Ok(RouterDecision::Topic {
+                tool,
+                topic,
+                confidence,
+            }) => match self.topic_reply(tool, &topic) {
+                // An end must be meant: a farewell counts from the session-control threshold.
+                Some((_, true))
+                    if !confident(
+                        confidence,
+                        self.settings.route_stickiness_confidence_threshold,
+                    ) =>
+                {
+                    self.fallback(Skill::Router, FallbackReason::LowConfidence);
+                    Routed::Nowhere {
+                        out_of_scope: false,
+                    }
+                }
+                Some((reply, ends)) => Routed::Topic { reply, ends },
                 None => {
                     self.fallback(Skill::Router, FallbackReason::UnknownTarget);
                     Routed::Nowhere {
@@ -495,8 +516,9 @@ impl Run<'_> {
 
     /// The configured reply of a question about `tool` or of a conversational intent (`tool`
     /// none), in the turn's locale, after the out-of-scope message for a topic that answers a
-    /// request no tool does; `None` when no such topic is configured.
-    fn topic_reply(&self, tool: Option<String>, topic: &str) -> Option<String> {
+    /// request no tool does, and whether it ends the session (`ends_session`); `None` when no
+    /// such topic is configured.
+    fn topic_reply(&self, tool: Option<String>, topic: &str) -> Option<(String, bool)> {
         let topics = match tool {
             Some(t) => &self.assistant.tools.get(&t)?.questions,
             None => &self.assistant.conversation,
@@ -506,11 +528,12 @@ impl Run<'_> {
         if reply.is_empty() {
             return None;
         }
-        Some(if topic.out_of_scope {
+        let text = if topic.out_of_scope {
             format!("{} {reply}", self.msgs.out_of_scope)
         } else {
             reply.to_owned()
-        })
+        };
+        Some((text, topic.ends_session))
     }
 
     /// Step 6 with a transaction active and no new intent: the interpreter reads the message if
