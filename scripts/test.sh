@@ -20,12 +20,11 @@ bash scripts/install-tools.sh
 # Floors of the whole-conversation eval (`turnstile eval conversations`, every conversation of
 # tests/data/conversations/, strict figures; docs/decision-quality.md "Whole conversations"):
 # the suite fails when turn accuracy or conversation success falls below its floor, or when more
-# turns than MAX_UNSAFE are unsafe. Set from what the set measures (91.0 % / 76.6 % / 3 since the
-# seventh author's 80 conversations joined it, before any tuning on them; the three unsafe turns
-# are in the fifth, sixth and seventh authors' sets, docs/decision-quality.md), so a change that
-# breaks conversations fails.
-MIN_TURN_ACCURACY=0.90
-MIN_CONVERSATION_SUCCESS=0.75
+# turns than MAX_UNSAFE are unsafe. Set from what the set measures (92.0 % / 78.4 % / 3 with the
+# seventh author's 80 conversations; the three unsafe turns are in the fifth, sixth and seventh
+# authors' test parts, docs/decision-quality.md), so a change that breaks conversations fails.
+MIN_TURN_ACCURACY=0.91
+MIN_CONVERSATION_SUCCESS=0.77
 MAX_UNSAFE=3
 
 started=0
