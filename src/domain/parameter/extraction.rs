@@ -331,8 +331,9 @@ pub(super) fn written_with_cents(raw: &str) -> bool {
         && bytes[bytes.len() - 4].is_ascii_digit()
 }
 
-// TODO(issue 27): split; owned by a concurrent change
-#[allow(clippy::too_many_lines)]
+/// One read of a message: every parameter's candidates, the old values a correction sets aside
+/// (MG-6), then [`Selection`] picks the clear values and near-misses and decides whether the
+/// message is nothing but them (PR-1 (a)).
 fn read(
     params: &[LabelledParameter<'_>],
     text: &str,
@@ -355,9 +356,6 @@ fn read(
         words: words(text),
     };
     let labels = Labels::new(params);
-    let cents = !params
-        .iter()
-        .any(|p| matches!(p.kind, ParameterKind::Number | ParameterKind::Date));
     let mut order: Vec<(u8, usize)> = params
         .iter()
         .enumerate()
@@ -372,163 +370,69 @@ fn read(
     } else {
         Vec::new()
     };
-    // MG-6: parameters whose held value the message negates (`it was 105, not 150` while 150
-    // is held): another reading of them is the correction, whatever else the message says.
-    let negated_held: Vec<usize> = params
-        .iter()
-        .enumerate()
-        .filter(|(i, p)| {
-            let held = options.held.and_then(|h| h.get(p.name));
-            candidates.get(*i).is_some_and(|cs| {
-                cs.iter().any(|c| {
-                    overlaps(&negated, &c.span) && held.is_some_and(|h| c.value.as_ref() == Ok(h))
-                })
-            })
-        })
-        .map(|(i, _)| i)
-        .collect();
+    let negated_held = negated_held(params, &candidates, &negated, options);
     // MG-6 inside one message: a value restated after `I mean`, `sorry`, `quer dizer`…
     // replaces the reading before it, which is set aside like a negated one.
     let taken_back = taken_back_spans(&reader, params, &labels, &candidates);
     for cands in &mut candidates {
         cands.retain(|c| !overlaps(&negated, &c.span) && !overlaps(&taken_back, &c.span));
     }
-    // MG-4a: where a plain id form may fill without its label.
-    let plain_id_ok = |i: usize, c: &Candidate| -> bool {
-        let asked = params.get(i).is_some_and(|p| options.asked == Some(p.name));
-        let alone = candidates.iter().enumerate().all(|(j, other)| {
-            j == i
-                || !other
-                    .iter()
-                    .any(|o| overlaps(std::slice::from_ref(&o.span), &c.span))
-        });
-        mode == Mode::Clear && (asked || (options.correction && alone))
-    };
-    // The label introducing a candidate of parameter `i`, unless another parameter reading the
-    // same span is named at least as well by the same words.
-    let label_of = |i: usize, c: &Candidate| -> Option<usize> {
-        let money = params
-            .get(i)
-            .is_some_and(|p| matches!(p.kind, ParameterKind::Money));
-        let run = reader.label_run(c.span.start, labels.longest + 1, money)?;
-        let (start, score) = labels.hit(i, &run, &reader.words)?;
-        let contested = candidates.iter().enumerate().any(|(j, other)| {
-            j != i
-                // An id's plain form never contests another parameter's label (MG-4a).
-                && other.iter().any(|o| o.span == c.span && !o.plain_id)
-                && labels
-                    .hit(j, &run, &reader.words)
-                    .is_some_and(|(_, s)| s >= score)
-        });
-        (!contested).then_some(start)
-    };
-
-    let mut taken: Vec<Range<usize>> = Vec::new();
-    let mut picks: Vec<Pick> = Vec::new();
-    let mut filled = vec![false; params.len()];
-    // Valid readings: distinctive forms first, then labelled ones, then any.
-    for pass in [Clarity::Distinctive, Clarity::Labelled(0), Clarity::Bare] {
-        for &(_, i) in &order {
-            if filled.get(i).copied().unwrap_or(true) {
-                continue;
-            }
-            let (Some(p), Some(cands)) = (params.get(i), candidates.get(i)) else {
-                continue;
-            };
-            let hit = cands.iter().find_map(|c| {
-                if c.value.is_err() || overlaps(&taken, &c.span) {
-                    return None;
-                }
-                if pass == Clarity::Distinctive && !distinctive(p.kind, text, c, cents) {
-                    return None;
-                }
-                if c.label_only && !matches!(pass, Clarity::Labelled(_)) {
-                    return None;
-                }
-                if c.plain_id && pass == Clarity::Bare && !plain_id_ok(i, c) {
-                    return None;
-                }
-                let label = label_of(i, c);
-                let clarity = match pass {
-                    Clarity::Labelled(_) => Clarity::Labelled(label?),
-                    other => other,
-                };
-                Some(Pick {
-                    param: i,
-                    span: c.span.clone(),
-                    value: c.value.clone(),
-                    clarity,
-                    label_start: label,
-                })
-            });
-            if let Some(pick) = hit {
-                taken.push(pick.span.clone());
-                picks.push(pick);
-                if let Some(f) = filled.get_mut(i) {
-                    *f = true;
-                }
-            }
-        }
-    }
-    // Near-misses, for parameters without a value: a labelled one first.
-    let mut misses: Vec<Pick> = Vec::new();
-    for &(_, i) in &order {
-        if filled.get(i).copied().unwrap_or(true) {
-            continue;
-        }
-        let Some(cands) = candidates.get(i) else {
-            continue;
-        };
-        let open: Vec<&Candidate> = cands
+    let selection = Selection {
+        params,
+        reader: &reader,
+        labels: &labels,
+        candidates,
+        mode,
+        options,
+        order,
+        cents: !params
             .iter()
-            .filter(|c| c.value.is_err() && !overlaps(&taken, &c.span))
-            .filter(|c| !c.plain_id || plain_id_ok(i, c))
-            .collect();
-        let labelled = open
-            .iter()
-            .find_map(|c| label_of(i, c).map(|start| (*c, Some(start))));
-        let miss = labelled.or_else(|| open.first().map(|c| (*c, None)));
-        if let Some((c, label_start)) = miss {
-            taken.push(c.span.clone());
-            misses.push(Pick {
-                param: i,
-                span: c.span.clone(),
-                value: c.value.clone(),
-                clarity: label_start.map_or(Clarity::Bare, Clarity::Labelled),
-                label_start,
-            });
-        }
-    }
-
-    let mut whole = false;
-    if mode == Mode::Clear {
+            .any(|p| matches!(p.kind, ParameterKind::Number | ParameterKind::Date)),
+    };
+    let (mut picks, mut taken, filled) = selection.values();
+    let mut misses = selection.near_misses(&filled, &mut taken);
+    let mut set_aside = negated;
+    set_aside.extend(taken_back);
+    let whole = mode == Mode::Clear && selection.whole(&picks, &misses, &set_aside, &negated_held);
+    if mode == Mode::Clear && !whole {
         // PR-1 (a): unlabelled plain readings count only when everything else is filler.
-        let mut removed: Vec<Range<usize>> =
-            picks.iter().chain(&misses).map(Pick::whole_span).collect();
-        removed.extend(negated.iter().cloned());
-        removed.extend(taken_back.iter().cloned());
-        whole = reader.only_filler_outside(&removed, options.correction);
-        if !whole && options.correction {
-            // MG-6: a correction may be followed by why (`yes but it's 310, forgot the tax`):
-            // the clause holding every value is nothing but the correction.
-            let spans: Vec<Range<usize>> =
-                picks.iter().chain(&misses).map(Pick::whole_span).collect();
-            whole = clause_of(text, &removed, &spans)
-                .is_some_and(|clause| reader.only_filler_within(&clause, &removed));
-        }
-        if !whole && options.correction && !negated_held.is_empty() {
-            let bare_are_corrections = picks
-                .iter()
-                .filter(|p| p.clarity == Clarity::Bare)
-                .all(|p| negated_held.contains(&p.param));
-            whole = bare_are_corrections && !text.trim_end().ends_with('?');
-        }
-        if !whole {
-            picks.retain(|p| p.clarity != Clarity::Bare);
-            misses.retain(|p| p.clarity != Clarity::Bare);
-        }
+        picks.retain(|p| p.clarity != Clarity::Bare);
+        misses.retain(|p| p.clarity != Clarity::Bare);
     }
+    extraction(params, text, whole, picks, misses)
+}
 
+/// MG-6: parameters whose held value the message negates (`it was 105, not 150` while 150 is
+/// held): another reading of them is the correction, whatever else the message says.
+fn negated_held(
+    params: &[LabelledParameter<'_>],
+    candidates: &[Vec<Candidate>],
+    negated: &[Range<usize>],
+    options: ClearOptions<'_>,
+) -> Vec<usize> {
+    params
+        .iter()
+        .enumerate()
+        .filter(|(i, p)| {
+            let held = options.held.and_then(|h| h.get(p.name));
+            candidates.get(*i).is_some_and(|cs| {
+                cs.iter().any(|c| {
+                    overlaps(negated, &c.span) && held.is_some_and(|h| c.value.as_ref() == Ok(h))
+                })
+            })
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// The picks as an [`Extraction`], in parameter order.
+fn extraction(
+    params: &[LabelledParameter<'_>],
+    text: &str,
+    whole: bool,
+    mut picks: Vec<Pick>,
+    mut misses: Vec<Pick>,
+) -> Extraction {
     picks.sort_by_key(|p| p.param);
     misses.sort_by_key(|p| p.param);
     let name = |i: usize| {
@@ -563,5 +467,181 @@ fn read(
                 Ok(_) => None,
             })
             .collect(),
+    }
+}
+
+/// What [`read`] knows once every candidate is read: it picks the values and near-misses.
+struct Selection<'s, 't, 'p> {
+    params: &'s [LabelledParameter<'p>],
+    reader: &'s Reader<'t>,
+    labels: &'s Labels,
+    candidates: Vec<Vec<Candidate>>,
+    mode: Mode,
+    options: ClearOptions<'s>,
+    /// Parameters, most specific type first.
+    order: Vec<(u8, usize)>,
+    /// An amount written with its cents is distinctive ([`distinctive`]).
+    cents: bool,
+}
+
+impl Selection<'_, '_, '_> {
+    /// MG-4a: whether a plain id form may fill parameter `i` without its label.
+    fn plain_id_ok(&self, i: usize, c: &Candidate) -> bool {
+        let asked = self
+            .params
+            .get(i)
+            .is_some_and(|p| self.options.asked == Some(p.name));
+        let alone = self.candidates.iter().enumerate().all(|(j, other)| {
+            j == i
+                || !other
+                    .iter()
+                    .any(|o| overlaps(std::slice::from_ref(&o.span), &c.span))
+        });
+        self.mode == Mode::Clear && (asked || (self.options.correction && alone))
+    }
+
+    /// The label introducing a candidate of parameter `i`, unless another parameter reading the
+    /// same span is named at least as well by the same words.
+    fn label_of(&self, i: usize, c: &Candidate) -> Option<usize> {
+        let money = self
+            .params
+            .get(i)
+            .is_some_and(|p| matches!(p.kind, ParameterKind::Money));
+        let run = self
+            .reader
+            .label_run(c.span.start, self.labels.longest + 1, money)?;
+        let (start, score) = self.labels.hit(i, &run, &self.reader.words)?;
+        let contested = self.candidates.iter().enumerate().any(|(j, other)| {
+            j != i
+                // An id's plain form never contests another parameter's label (MG-4a).
+                && other.iter().any(|o| o.span == c.span && !o.plain_id)
+                && self
+                    .labels
+                    .hit(j, &run, &self.reader.words)
+                    .is_some_and(|(_, s)| s >= score)
+        });
+        (!contested).then_some(start)
+    }
+
+    /// Valid readings: distinctive forms first, then labelled ones, then any; with the spans
+    /// they took and which parameters they filled.
+    fn values(&self) -> (Vec<Pick>, Vec<Range<usize>>, Vec<bool>) {
+        let mut taken: Vec<Range<usize>> = Vec::new();
+        let mut picks: Vec<Pick> = Vec::new();
+        let mut filled = vec![false; self.params.len()];
+        for pass in [Clarity::Distinctive, Clarity::Labelled(0), Clarity::Bare] {
+            for &(_, i) in &self.order {
+                if filled.get(i).copied().unwrap_or(true) {
+                    continue;
+                }
+                if let Some(pick) = self.pick(pass, i, &taken) {
+                    taken.push(pick.span.clone());
+                    picks.push(pick);
+                    if let Some(f) = filled.get_mut(i) {
+                        *f = true;
+                    }
+                }
+            }
+        }
+        (picks, taken, filled)
+    }
+
+    /// Parameter `i`'s first valid candidate that is clear in `pass` and free of `taken`.
+    fn pick(&self, pass: Clarity, i: usize, taken: &[Range<usize>]) -> Option<Pick> {
+        let (p, cands) = (self.params.get(i)?, self.candidates.get(i)?);
+        cands.iter().find_map(|c| {
+            if c.value.is_err() || overlaps(taken, &c.span) {
+                return None;
+            }
+            if pass == Clarity::Distinctive && !distinctive(p.kind, self.reader.text, c, self.cents)
+            {
+                return None;
+            }
+            if c.label_only && !matches!(pass, Clarity::Labelled(_)) {
+                return None;
+            }
+            if c.plain_id && pass == Clarity::Bare && !self.plain_id_ok(i, c) {
+                return None;
+            }
+            let label = self.label_of(i, c);
+            let clarity = match pass {
+                Clarity::Labelled(_) => Clarity::Labelled(label?),
+                other => other,
+            };
+            Some(Pick {
+                param: i,
+                span: c.span.clone(),
+                value: c.value.clone(),
+                clarity,
+                label_start: label,
+            })
+        })
+    }
+
+    /// Near-misses, for parameters without a value: a labelled one first.
+    fn near_misses(&self, filled: &[bool], taken: &mut Vec<Range<usize>>) -> Vec<Pick> {
+        let mut misses: Vec<Pick> = Vec::new();
+        for &(_, i) in &self.order {
+            if filled.get(i).copied().unwrap_or(true) {
+                continue;
+            }
+            let Some(cands) = self.candidates.get(i) else {
+                continue;
+            };
+            let open: Vec<&Candidate> = cands
+                .iter()
+                .filter(|c| c.value.is_err() && !overlaps(taken, &c.span))
+                .filter(|c| !c.plain_id || self.plain_id_ok(i, c))
+                .collect();
+            let labelled = open
+                .iter()
+                .find_map(|c| self.label_of(i, c).map(|start| (*c, Some(start))));
+            let miss = labelled.or_else(|| open.first().map(|c| (*c, None)));
+            if let Some((c, label_start)) = miss {
+                taken.push(c.span.clone());
+                misses.push(Pick {
+                    param: i,
+                    span: c.span.clone(),
+                    value: c.value.clone(),
+                    clarity: label_start.map_or(Clarity::Bare, Clarity::Labelled),
+                    label_start,
+                });
+            }
+        }
+        misses
+    }
+
+    /// PR-1 (a): whether the message is nothing but its readings, their labels, the values set
+    /// aside (negated or taken back) and filler — or, read as a correction, a clause of them
+    /// followed by why, or bare readings that correct a negated held value.
+    fn whole(
+        &self,
+        picks: &[Pick],
+        misses: &[Pick],
+        set_aside: &[Range<usize>],
+        negated_held: &[usize],
+    ) -> bool {
+        let correction = self.options.correction;
+        let spans: Vec<Range<usize>> = picks.iter().chain(misses).map(Pick::whole_span).collect();
+        let mut removed = spans.clone();
+        removed.extend(set_aside.iter().cloned());
+        if self.reader.only_filler_outside(&removed, correction) {
+            return true;
+        }
+        // MG-6: a correction may be followed by why (`yes but it's 310, forgot the tax`): the
+        // clause holding every value is nothing but the correction.
+        if correction
+            && clause_of(self.reader.text, &removed, &spans)
+                .is_some_and(|clause| self.reader.only_filler_within(&clause, &removed))
+        {
+            return true;
+        }
+        correction
+            && !negated_held.is_empty()
+            && picks
+                .iter()
+                .filter(|p| p.clarity == Clarity::Bare)
+                .all(|p| negated_held.contains(&p.param))
+            && !self.reader.text.trim_end().ends_with('?')
     }
 }
