@@ -71,10 +71,14 @@ pub struct WorkerContext {
     events: mpsc::UnboundedSender<ConsumerEvent>,
     drain_budget: Duration,
     pub assigned: AtomicUsize,
-    /// The held partitions' watermarks, refreshed by [`watermark_loop`]; the committer reads
-    /// them to report the broker-side lag against the offsets it committed.
-    pub watermarks: Mutex<HashMap<i32, Watermarks>>,
+    /// The held partitions' watermarks, refreshed by [`watermark_loop`]; the coordinator reads
+    /// them (its own handle) to report the broker-side lag against the committed offsets.
+    pub watermarks: SharedWatermarks,
 }
+
+/// The held partitions' last watermarks, shared by the consumer's refresh loop and the
+/// coordinator, which needs nothing else of the consumer.
+pub type SharedWatermarks = std::sync::Arc<Mutex<HashMap<i32, Watermarks>>>;
 
 impl ClientContext for WorkerContext {}
 
@@ -163,7 +167,7 @@ pub fn context(
         events,
         drain_budget,
         assigned: AtomicUsize::new(0),
-        watermarks: Mutex::new(HashMap::new()),
+        watermarks: SharedWatermarks::default(),
     }
 }
 

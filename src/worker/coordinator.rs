@@ -12,11 +12,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use metrics::{counter, gauge, histogram};
-use rdkafka::consumer::Consumer;
 use tokio::sync::mpsc;
 
 use super::committer::broker_lag;
-use super::consumer::{ConsumerCommand, ConsumerEvent, WorkerConsumer};
+use super::consumer::{ConsumerCommand, ConsumerEvent, SharedWatermarks};
 use super::partitions::{CacheCommand, Command, Finished, Input, Lag, Partitions, Start};
 use super::turn::{process_record, Shared};
 use super::{Health, WorkerConfig};
@@ -37,8 +36,9 @@ pub(super) struct Coordinator<M, T, S> {
     pub(super) cmd_tx: std_mpsc::Sender<ConsumerCommand>,
     pub(super) buffered_bytes: Arc<AtomicUsize>,
     pub(super) health: Arc<Health>,
-    /// The consumer, for the watermarks its thread reads (the broker-side lag).
-    pub(super) consumer: Arc<WorkerConsumer>,
+    /// The watermarks the consumer's thread reads (the broker-side lag); nothing else of the
+    /// consumer, so the loop runs in tests with no Kafka.
+    pub(super) watermarks: SharedWatermarks,
     /// Revocations the consumer thread waits on, by the id the machine answers.
     pub(super) revocations: HashMap<u64, std_mpsc::SyncSender<()>>,
     pub(super) next_revocation: u64,
@@ -262,8 +262,6 @@ where
     /// committed offset, and the broker-side lag against the last watermarks read.
     fn record_lag(&self, lines: &[Lag]) {
         let watermarks = self
-            .consumer
-            .context()
             .watermarks
             .lock()
             .map(|w| w.clone())
@@ -290,4 +288,141 @@ fn release_bytes(buffered: &AtomicUsize, size: usize) {
     let _ = buffered.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
         Some(b.saturating_sub(size))
     });
+}
+
+#[cfg(test)]
+mod tests {
+    //! The loop with no Kafka: consumer events in, the committer's hand-over out, paused time.
+
+    use std::collections::BTreeMap;
+    use std::path::Path;
+
+    use super::super::consumer::FetchedRecord;
+    use super::super::offsets::PartitionOffsets;
+    use super::super::partitions::Transaction;
+    use super::super::{limits, shared_services, Services};
+    use super::*;
+    use crate::domain::catalog::Settings;
+    use crate::model::scripted::{ModelScript, ScriptedModel};
+    use crate::store::{CheckpointCache, InMemoryCheckpointStore};
+    use crate::tool::ScriptedTools;
+
+    type Loop = Coordinator<ScriptedModel, ScriptedTools, InMemoryCheckpointStore>;
+
+    /// A coordinator over the in-memory store, a model with no answers (every turn falls back)
+    /// and no tools; the receiver gets what it hands to the committer.
+    fn coordinator(config: WorkerConfig) -> (Loop, std_mpsc::Receiver<Transaction>) {
+        let catalog = crate::config::agents::load_catalog(Path::new("config/agents.example.yaml"))
+            .expect("the example configuration");
+        let services = Services {
+            catalog: Arc::new(catalog),
+            settings: Arc::new(Settings::default()),
+            model: ScriptedModel::new(ModelScript::default()),
+            tools: ScriptedTools::new(BTreeMap::new()),
+            store: InMemoryCheckpointStore::new(),
+        };
+        let health = Arc::new(Health::default());
+        let cache = Arc::new(CheckpointCache::new(1 << 20));
+        let shared = shared_services(&config, services, cache, &health);
+        let (commit_tx, commit_rx) = std_mpsc::channel();
+        let (cmd_tx, _) = std_mpsc::channel();
+        let coordinator = Coordinator {
+            machine: Partitions::new(limits(&config), clock::monotonic()),
+            config,
+            shared,
+            commit_tx,
+            cmd_tx,
+            buffered_bytes: Arc::new(AtomicUsize::new(0)),
+            health,
+            watermarks: SharedWatermarks::default(),
+            revocations: HashMap::new(),
+            next_revocation: 0,
+        };
+        (coordinator, commit_rx)
+    }
+
+    fn record(offset: i64, text: &str) -> FetchedRecord {
+        let payload = serde_json::json!({
+            "turn_id": format!("u{offset}"), "tenant_id": "t1", "agent_id": "retail-bot",
+            "session_id": "s1", "locale": "en", "channel": "test", "text": text,
+        });
+        FetchedRecord {
+            partition: 0,
+            offset,
+            key: Some(b"t1/retail-bot/s1".to_vec()),
+            payload: serde_json::to_vec(&payload).ok(),
+            timestamp_ms: None,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_finished_turn_is_handed_over_when_the_commit_interval_is_due_and_shutdown_drains() {
+        let config = WorkerConfig {
+            commit_interval: Duration::from_secs(5),
+            ..WorkerConfig::default()
+        };
+        let (mut coordinator, commit_rx) = coordinator(config);
+        let (events_tx, mut events_rx) = mpsc::unbounded_channel();
+        let (reports_tx, mut reports_rx) = mpsc::unbounded_channel();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let running = tokio::spawn(async move {
+            let shutdown = async {
+                let _ = stop_rx.await;
+            };
+            coordinator
+                .run(&mut events_rx, &mut reports_rx, shutdown)
+                .await;
+            coordinator
+        });
+        let offsets = PartitionOffsets::from_commit(-1, "");
+        events_tx
+            .send(ConsumerEvent::Assigned {
+                partition: 0,
+                offsets,
+            })
+            .expect("the loop runs");
+        events_tx
+            .send(ConsumerEvent::Record(record(0, "hi")))
+            .expect("the loop runs");
+
+        // The lease is taken and the turn runs at once; the transaction waits for the interval.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert!(
+            commit_rx.try_recv().is_err(),
+            "handed over before it was due"
+        );
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        let transaction = commit_rx.try_recv().expect("handed over once due");
+        assert_eq!(transaction.turns.len(), 1);
+        assert_eq!(transaction.turns[0].offset, 0);
+        assert!(!transaction.turns[0].outputs.is_empty(), "the turn's reply");
+        assert_eq!(
+            transaction
+                .offsets
+                .iter()
+                .map(|o| (o.partition, o.offset))
+                .collect::<Vec<_>>(),
+            [(0, 1)],
+            "the next offset to read"
+        );
+
+        // Shutdown drains: the loop ends only once the transaction in flight has ended.
+        stop_tx.send(()).expect("the loop runs");
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        assert!(
+            !running.is_finished(),
+            "stopped with a transaction in flight"
+        );
+        reports_tx
+            .send(Input::TransactionEnded {
+                transaction,
+                committed: true,
+            })
+            .expect("the loop runs");
+        let coordinator = tokio::time::timeout(Duration::from_secs(60), running)
+            .await
+            .expect("the loop stops")
+            .expect("no panic");
+        assert!(coordinator.machine.stopped());
+    }
 }

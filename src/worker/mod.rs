@@ -195,7 +195,7 @@ where
         cmd_tx,
         buffered_bytes,
         health: health.clone(),
-        consumer,
+        watermarks: consumer.context().watermarks.clone(),
         revocations: HashMap::new(),
         next_revocation: 0,
     };
