@@ -1233,9 +1233,7 @@ fn unstretched(word: String) -> String {
     if lookup.contains_key(word.as_str()) {
         return word;
     }
-    let mut chars: Vec<char> = word.chars().collect();
-    chars.dedup();
-    let squeezed: String = chars.into_iter().collect();
+    let squeezed = squeezed(&word);
     if squeezed != word && lookup.contains_key(squeezed.as_str()) {
         squeezed
     } else {

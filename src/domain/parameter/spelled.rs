@@ -13,18 +13,23 @@
 use std::borrow::Cow;
 use std::ops::Range;
 
+use super::text::words;
+
+/// A word of the message: its span and its folded form.
+type Folded = (Range<usize>, String);
+
 /// `text` with every spelled number rewritten as digits (borrowed when it has none).
 pub fn as_digits(text: &str) -> Cow<'_, str> {
-    let words = word_spans(text);
+    let words = words(text);
     let mut out = String::new();
     let mut last = 0;
     let mut i = 0;
     while i < words.len() {
-        match number_run(text, &words[i..]).filter(|&(len, _)| !approximate(text, &words, i, len)) {
+        match number_run(&words[i..]).filter(|&(len, _)| !approximate(&words, i, len)) {
             Some((len, value)) => {
-                out.push_str(&text[last..words[i].start]);
+                out.push_str(&text[last..words[i].0.start]);
                 out.push_str(&value.to_string());
-                last = words[i + len - 1].end;
+                last = words[i + len - 1].0.end;
                 i += len;
             }
             None => i += 1,
@@ -38,8 +43,8 @@ pub fn as_digits(text: &str) -> Cow<'_, str> {
 }
 
 /// Whether the run of `len` words at `at` is an approximation (`uns trinta e pouco`, `around
-/// seventy`, `fifty or so`): no value to read. (`twenty-something` is no number word at all.)
-fn approximate(text: &str, words: &[Range<usize>], at: usize, len: usize) -> bool {
+/// seventy`, `fifty or so`, `twenty-something`): no value to read.
+fn approximate(words: &[Folded], at: usize, len: usize) -> bool {
     const BEFORE: &[&str] = &[
         "uns",
         "umas",
@@ -60,42 +65,22 @@ fn approximate(text: &str, words: &[Range<usize>], at: usize, len: usize) -> boo
         &["e", "poucos"],
         &["e", "poucas"],
         &["or", "so"],
+        &["something"],
         &["mais", "ou", "menos"],
     ];
-    let folded = |k: usize| words.get(k).map(|r| text[r.clone()].to_lowercase());
-    let before = at.checked_sub(1).and_then(folded);
+    let word = |k: usize| words.get(k).map(|(_, w)| w.as_str());
+    let before = at.checked_sub(1).and_then(word);
     // `cerca de setenta`: the approximating word stands before the preposition.
-    let two_before = at.checked_sub(2).and_then(folded);
-    let near = |w: &Option<String>| w.as_deref().is_some_and(|w| BEFORE.contains(&w));
+    let two_before = at.checked_sub(2).and_then(word);
     let after = AFTER.iter().any(|phrase| {
         phrase
             .iter()
             .enumerate()
-            .all(|(k, p)| folded(at + len + k).as_deref() == Some(*p))
+            .all(|(k, p)| word(at + len + k) == Some(*p))
     });
-    near(&before)
-        || (two_before.as_deref() == Some("cerca") && before.as_deref() == Some("de"))
+    before.is_some_and(|w| BEFORE.contains(&w))
+        || (two_before == Some("cerca") && before == Some("de"))
         || after
-}
-
-/// Byte ranges of the words of `text`: letters, joined by a hyphen (`twenty-five`).
-fn word_spans(text: &str) -> Vec<Range<usize>> {
-    let mut out = Vec::new();
-    let mut start: Option<usize> = None;
-    let chars: Vec<(usize, char)> = text.char_indices().collect();
-    for (k, &(at, c)) in chars.iter().enumerate() {
-        let joins =
-            c == '-' && start.is_some() && chars.get(k + 1).is_some_and(|(_, n)| n.is_alphabetic());
-        if c.is_alphabetic() || joins {
-            start.get_or_insert(at);
-        } else if let Some(s) = start.take() {
-            out.push(s..at);
-        }
-    }
-    if let Some(s) = start {
-        out.push(s..text.len());
-    }
-    out
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -118,22 +103,10 @@ enum Word {
     A,
 }
 
+/// A folded word as a number word.
 fn word(w: &str) -> Option<Word> {
     use Word::*;
-    let folded: String = w
-        .to_lowercase()
-        .chars()
-        .map(|c| match c {
-            'á' | 'â' | 'ã' | 'à' => 'a',
-            'é' | 'ê' => 'e',
-            'í' => 'i',
-            'ó' | 'ô' | 'õ' => 'o',
-            'ú' | 'ü' => 'u',
-            'ç' => 'c',
-            other => other,
-        })
-        .collect();
-    Some(match folded.as_str() {
+    Some(match w {
         "zero" => Unit(0),
         "one" | "um" | "uma" => Unit(1),
         "two" | "dois" | "duas" => Unit(2),
@@ -175,17 +148,8 @@ fn word(w: &str) -> Option<Word> {
         "thousand" | "mil" => Thousand,
         "and" | "e" => And,
         "a" => A,
-        hyphenated => return tens_and_unit(hyphenated),
+        _ => return None,
     })
-}
-
-/// `twenty-five`: a tens word and a unit word joined by a hyphen, as one unit of value.
-fn tens_and_unit(w: &str) -> Option<Word> {
-    let (tens, unit) = w.split_once('-')?;
-    match (word(tens)?, word(unit)?) {
-        (Word::Tens(t), Word::Unit(u)) if u > 0 => Some(Word::Teen(t + u)),
-        _ => None,
-    }
 }
 
 /// A number being read word by word: the thousands closed, the group below a thousand, and the
@@ -227,13 +191,13 @@ impl Reading {
 
 /// The longest run of number words at the start of `words` that says a number, as `(words
 /// taken, value)`; `None` when it is not plainly a number (module doc).
-fn number_run(text: &str, words: &[Range<usize>]) -> Option<(usize, u64)> {
+fn number_run(words: &[Folded]) -> Option<(usize, u64)> {
     let mut reading = Reading::default();
     let mut best: Option<(usize, u64, usize)> = None; // (words, value, number words)
     let mut counted = 0;
     let mut after_and = false;
-    for (k, span) in words.iter().enumerate() {
-        let Some(w) = word(&text[span.clone()]) else {
+    for (k, (_, folded)) in words.iter().enumerate() {
+        let Some(w) = word(folded) else {
             break;
         };
         match w {

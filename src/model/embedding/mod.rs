@@ -44,8 +44,8 @@ pub use head::{FitOptions, LinearHead};
 pub use reading::{classify_from, interpret_from, route_from};
 use reading::{confidence_of, intent_of, SegmentReading};
 use segments::{
-    asks_for_agreement, closing_tails, conjoined, last_clause, number_like_tokens, segments,
-    sentences, two_words_or_more,
+    asks_for_agreement, closing_tails, conjoined, last_clause, last_sentence, number_like_tokens,
+    segments, sentences, two_words_or_more,
 };
 
 /// The share of a message's reading that must already be an ending for its farewell to decide
@@ -391,7 +391,8 @@ impl EmbeddingModel {
     }
 
     /// The value of the parameter the last reply asked for, read anywhere in the message (its
-    /// numbers in words as digits) by the liberal typed reader (`it was 99.90 each time`, `put 1, that's what the mailman uses`):
+    /// numbers in words as digits) by the liberal typed reader (`it was 99.90 each time`, `put 1,
+    /// that's what the mailman uses`):
     /// what a language model would extract there, and what PR-1 leaves to the model because
     /// other words stand around it. Only when the message holds one number-like token, so a
     /// sentence with several numbers (`I called 3 times about order 45`) is not guessed at; an
@@ -452,21 +453,6 @@ fn asked_value(catalog: &Catalog, request: &InterpreterRequest) -> Option<(Strin
     let reading = parameter::extract_clear_with(&labelled, last, request.locale, options);
     let value = reading.value(asked).filter(|_| reading.whole)?;
     Some((asked.clone(), value.clone()))
-}
-
-/// The last sentence of a message of several (after `.`, `!`, `?` or a line break followed by
-/// a space).
-fn last_sentence(message: &str) -> Option<&str> {
-    let trimmed = message.trim_end();
-    let at = trimmed
-        .char_indices()
-        .filter(|&(i, c)| {
-            matches!(c, '.' | '!' | '?' | '\n')
-                && trimmed[i + c.len_utf8()..].starts_with(char::is_whitespace)
-        })
-        .map(|(i, c)| i + c.len_utf8())
-        .next_back()?;
-    Some(trimmed[at..].trim())
 }
 
 #[derive(Debug, thiserror::Error)]

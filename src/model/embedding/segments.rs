@@ -1,9 +1,9 @@
 //! A message's parts as the embeddings model reads them apart: sentences, comma clauses, the
 //! last clause, and how many number-like tokens it holds.
 
-/// The sentences of a message (split at `.`, `!`, `?`, `;` followed by a space or the end),
-/// those of two words or more; none when the message is one sentence.
-pub(super) fn sentences(message: &str) -> Vec<&str> {
+/// Every sentence of a message, trimmed (split at `.`, `!`, `?`, `;` followed by a space or the
+/// end, the mark left out).
+fn sentence_parts(message: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let mut start = 0;
     let mut chars = message.char_indices().peekable();
@@ -13,16 +13,32 @@ pub(super) fn sentences(message: &str) -> Vec<&str> {
         if ends || chars.peek().is_none() {
             let end = if ends { i } else { i + c.len_utf8() };
             let sentence = message[start..end].trim();
-            if sentence.split_whitespace().count() >= 2 {
+            if !sentence.is_empty() {
                 out.push(sentence);
             }
             start = i + c.len_utf8();
         }
     }
+    out
+}
+
+/// The sentences of a message, those of two words or more; none when the message is one
+/// sentence.
+pub(super) fn sentences(message: &str) -> Vec<&str> {
+    let mut out: Vec<&str> = sentence_parts(message)
+        .into_iter()
+        .filter(|s| s.split_whitespace().count() >= 2)
+        .collect();
     if out.len() < 2 {
         out.clear();
     }
     out
+}
+
+/// The last sentence of a message of several, however short (`sorry! 82790` → `82790`).
+pub(super) fn last_sentence(message: &str) -> Option<&str> {
+    let parts = sentence_parts(message);
+    (parts.len() >= 2).then(|| parts.last().copied()).flatten()
 }
 
 /// The sentences of a message of several (those of two words or more), else the comma clauses
