@@ -27,7 +27,8 @@
 //! `session_examples` lists and the assistant's `conversation.*.examples`, in every locale. The
 //! catalog structs are destructured without `..`, so a new field there fails to compile here
 //! until it is listed or set aside. Then the confirmation recogniser's lexicon
-//! (`turnstile::domain::confirmation::lexicon_phrases`, PR-6) and the parameter module's
+//! (`turnstile::domain::confirmation::lexicon_phrases`, PR-6), the farewell phrases
+//! (`farewell_phrases`, SC-10) and the parameter module's
 //! `CORRECTION_MARKERS`, `FILLER_*` lists and `FILLER_PHRASES` (`turnstile::domain::parameter`).
 //!
 //! The test prints every offending pair (the entry, where it is configured, the test sentence,
@@ -39,7 +40,7 @@ use std::path::Path;
 
 use turnstile::config::agents::load_catalog;
 use turnstile::domain::catalog::{Assistant, Catalog, Examples, SessionExamples, Tool, Topic};
-use turnstile::domain::confirmation::lexicon_phrases;
+use turnstile::domain::confirmation::{farewell_phrases, lexicon_phrases};
 use turnstile::domain::parameter::{
     folded_words, CORRECTION_MARKERS, FILLER_ARTICLES, FILLER_CONJUNCTIONS, FILLER_DISCOURSE,
     FILLER_PHRASES, FILLER_POLITENESS, FILLER_PRONOUNS, FILLER_TO_BE,
@@ -227,6 +228,10 @@ fn lexicon_entries() -> Vec<Entry> {
             source: "src/domain/confirmation.rs LEXICON".into(),
         })
         .collect();
+    out.extend(farewell_phrases().map(|text| Entry {
+        text,
+        source: "src/domain/confirmation.rs FAREWELL_PHRASES".into(),
+    }));
     let lists: [(&str, &[&str]); 7] = [
         ("CORRECTION_MARKERS", CORRECTION_MARKERS),
         ("FILLER_ARTICLES", FILLER_ARTICLES),

@@ -259,6 +259,47 @@ async fn a_farewell_set_apart_ends_a_message_when_nothing_is_in_flight() {
 }
 
 #[tokio::test]
+async fn a_message_that_only_takes_leave_ends_when_nothing_is_in_flight() {
+    // SC-10: thanks and a farewell, a closing (`era isso`) or a wish (`have a good one`), with
+    // nothing else: an end at full confidence, however the thanks pull the embedding toward
+    // the thanks intent. A bare thanks, a question, or a transaction in flight: not this rule.
+    let model = real_model().await;
+    for text in [
+        "Much obliged. Good night.",
+        "tá bom brigado era isso",
+        "Está bem. Muito obrigada pela atenção, tenha uma boa tarde.",
+        "Much obliged, y'all have a good one",
+    ] {
+        let d = model
+            .classify(&classify_request(text, Some("retail")), ctx())
+            .await
+            .expect("answer");
+        assert_eq!(d.decision, SessionControl::EndSession, "{text:?}: {d:?}");
+        assert!((d.confidence - 1.0).abs() < 1e-9, "{text:?}: {d:?}");
+    }
+    for text in ["obrigado mesmo assim", "era isso?", "thanks"] {
+        let d = model
+            .classify(&classify_request(text, Some("retail")), ctx())
+            .await
+            .expect("answer");
+        assert!(
+            d.decision != SessionControl::EndSession || d.confidence < 1.0,
+            "{text:?}: {d:?}"
+        );
+    }
+    let mut in_flight = classify_request("thanks, bye", Some("retail"));
+    in_flight.active_transaction = Some(TransactionSummary {
+        agent: "retail".into(),
+        tool: "retail_order_cancel".into(),
+        status: TransactionStatus::AwaitingConfirmation,
+        arguments: Default::default(),
+        missing_parameters: Vec::new(),
+    });
+    let d = model.classify(&in_flight, ctx()).await.expect("answer");
+    assert!(d.confidence < 1.0, "a transaction in flight: {d:?}");
+}
+
+#[tokio::test]
 async fn interpreter_reads_a_cancel_and_takes_free_text_as_the_pending_subject() {
     // PR-2 via the interpreter; a pending text parameter is the message itself.
     let model = real_model().await;

@@ -958,32 +958,157 @@ const FAREWELLS: &[&str] = &[
     "adeus",
 ];
 
-/// Phrases that take leave (folded).
+/// Phrases that take leave (folded). A wish counts only as a whole clause of its own kind
+/// ([`wish_at`]); `good night` is English only (`boa noite` greets as often as it closes).
 const FAREWELL_PHRASES: &[&[&str]] = &[
     &["bye", "bye"],
     &["see", "you"],
     &["see", "ya"],
     &["see", "you", "later"],
     &["take", "care"],
+    &["good", "night"],
     &["ate", "mais"],
     &["ate", "logo"],
     &["ate", "breve"],
     &["ate", "a", "proxima"],
+    // "That was all I needed": a closing once nothing is in flight (the caller's condition).
+    &["that's", "all"],
+    &["that", "is", "all"],
+    &["that", "will", "be", "all"],
+    &["that'll", "be", "all"],
+    &["that's", "it"],
+    &["era", "isso"],
+    &["era", "so", "isso"],
+    &["e", "so", "isso"],
+    &["so", "isso"],
 ];
+
+/// Farewell phrases whose words a test sentence could share: listed for
+/// `tests/conversations_overlap.rs` beside the recogniser's lexicon.
+pub fn farewell_phrases() -> impl Iterator<Item = String> {
+    FAREWELL_PHRASES.iter().map(|p| p.join(" "))
+}
 
 /// What may stand beside a farewell in a closing clause (folded): `ok, tchau`, `thanks, bye`,
-/// `então tá, até mais`.
+/// `então tá, até mais`, `much obliged, good night`, `está bem, muito obrigada pela atenção`.
 const BESIDE_A_FAREWELL: &[&str] = &[
-    "ok", "okay", "k", "alright", "well", "so", "then", "now", "and", "thanks", "thank", "you",
-    "thx", "ty", "ta", "entao", "e", "bom", "beleza", "blz", "valeu", "vlw", "obrigado",
-    "obrigada", "brigado", "brigada", "obg", "gente", "pessoal", "everyone", "all", "for",
+    "ok",
+    "okay",
+    "k",
+    "alright",
+    "well",
+    "so",
+    "then",
+    "now",
+    "and",
+    "thanks",
+    "thank",
+    "you",
+    "thx",
+    "ty",
+    "ta",
+    "entao",
+    "e",
+    "bom",
+    "beleza",
+    "blz",
+    "valeu",
+    "vlw",
+    "obrigado",
+    "obrigada",
+    "brigado",
+    "brigada",
+    "obg",
+    "gente",
+    "pessoal",
+    "everyone",
+    "all",
+    "for",
+    "much",
+    "very",
+    "obliged",
+    "appreciate",
+    "it",
+    "your",
+    "the",
+    "help",
+    "great",
+    "perfect",
+    "cool",
+    "nice",
+    "awesome",
+    "esta",
+    "bem",
+    "muito",
+    "pela",
+    "pelo",
+    "atencao",
+    "ajuda",
+    "show",
+    "otimo",
+    "otima",
+    "perfeito",
+    "massa",
+    "top",
+    "y'all",
+    "guys",
 ];
 
-/// SC-10: whether `clause` takes leave — a farewell (`bye`, `tchau`, `see you`, `até mais`) with
-/// nothing beside it but acknowledgement and thanks (`ok, tchau`; `thanks, bye bye`). A closing
-/// clause that says so ends a message whatever came before it (`vence dia 10 né? ok, tchau`):
-/// the customer is not waiting for an answer. A wish (`good night`, `boa noite`) is not a
-/// farewell here: in pt-BR it greets as often as it closes.
+/// A wish that closes (folded words from `at`): `have a good one`, `have a nice day`, `tenha um
+/// bom dia`, `tenha uma ótima tarde` — the verb, an article, an adjective of good wishes, then
+/// what is wished; returns how many words it takes.
+fn wish_at(words: &[String]) -> Option<usize> {
+    const VERBS: &[&str] = &["have", "tenha", "tenham"];
+    const ARTICLES: &[&str] = &["a", "um", "uma"];
+    const GOOD: &[&str] = &[
+        "good",
+        "nice",
+        "great",
+        "lovely",
+        "wonderful",
+        "bom",
+        "boa",
+        "otimo",
+        "otima",
+        "excelente",
+    ];
+    const WISHED: &[&str] = &[
+        "one",
+        "day",
+        "night",
+        "evening",
+        "afternoon",
+        "weekend",
+        "dia",
+        "tarde",
+        "noite",
+        "semana",
+    ];
+    let word = |i: usize| words.get(i).map(String::as_str);
+    if !word(0).is_some_and(|w| VERBS.contains(&w)) {
+        return None;
+    }
+    let mut at = 1;
+    if word(at).is_some_and(|w| ARTICLES.contains(&w)) {
+        at += 1;
+    }
+    if !word(at).is_some_and(|w| GOOD.contains(&w)) {
+        return None;
+    }
+    at += 1;
+    match word(at) {
+        Some("fim") if word(at + 1) == Some("de") && word(at + 2) == Some("semana") => Some(at + 3),
+        Some(w) if WISHED.contains(&w) => Some(at + 1),
+        _ => None,
+    }
+}
+
+/// SC-10: whether `clause` takes leave — a farewell (`bye`, `tchau`, `see you`, `até mais`,
+/// `that's all`, `era isso`, `have a good one`) with nothing beside it but acknowledgement and
+/// thanks (`ok, tchau`; `thanks, bye bye`). A closing clause that says so ends a message
+/// whatever came before it (`vence dia 10 né? ok, tchau`): the customer is not waiting for an
+/// answer. A bare wish of the time of day in pt-BR (`boa noite`) is not a farewell here: it
+/// greets as often as it closes.
 pub fn says_goodbye(clause: &str) -> bool {
     let Some(words) = clauses(clause) else {
         return false;
@@ -997,7 +1122,8 @@ pub fn says_goodbye(clause: &str) -> bool {
             .iter()
             .filter(|p| rest.len() >= p.len() && rest.iter().zip(p.iter()).all(|(w, p)| w == p))
             .map(|p| p.len())
-            .max();
+            .max()
+            .or_else(|| wish_at(rest));
         if let Some(len) = phrase {
             farewell = true;
             at += len;
@@ -1511,13 +1637,21 @@ mod tests {
             "então tá, até mais",
             "ok then, see you",
             "valeu, falou",
+            "Much obliged. Good night.",
+            "tá bom brigado era isso",
+            "Está bem. Muito obrigada pela atenção, tenha uma boa tarde.",
+            "thanks so much, have a great weekend",
+            "ok that's all, thank you",
         ] {
             assert!(says_goodbye(text), "{text}");
         }
         for text in [
             "thanks",
             "boa noite",
-            "good night",
+            "obrigada, boa tarde",
+            "have a look",
+            "era isso mesmo que eu queria cancelar",
+            "that's all wrong",
             "cancel it, bye",
             "não quero dar tchau",
             "até",

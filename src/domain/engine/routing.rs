@@ -38,6 +38,10 @@ enum Routed {
     Topic { reply: String, ends: bool },
 }
 
+/// Words that introduce a value whatever its parameter (`nº 45`, `num 45`), beside the
+/// parameters' own names and labels.
+const VALUE_LABELS: &[&str] = &["nº", "n°", "num", "numero", "number", "#"];
+
 impl Run<'_> {
     // ---- steps 3 to 6: free text ----
 
@@ -65,6 +69,12 @@ impl Run<'_> {
                 Some(Confirmation::Deny) => {
                     self.out.settled_without_model = true;
                     return self.declined();
+                }
+                // PR-6 with MG-6: yes with the values shown said back (`sim, cancela o
+                // PED-90121`, `yes, number 10, cep 70040-010`) confirms what was shown.
+                None if self.affirms_restating(text) => {
+                    self.out.settled_without_model = true;
+                    return Box::pin(self.confirmed()).await;
                 }
                 // MG-6: a correction (`I meant PED-1002`, `yes, but the number is 210`) is
                 // merged and asked again, with no model call.
@@ -483,6 +493,66 @@ impl Run<'_> {
         let verbs = self.confirmation_verbs();
         confirmation::recognise_with(text, &verbs)
             .or_else(|| confirmation::answer_after_asides(text, &verbs, &self.catalog_verbs()))
+    }
+
+    /// PR-6 with MG-6: whether `text` affirms while saying back the values the confirmation
+    /// shows — every value the typed parsers read equals the one held, none is invalid, and
+    /// once those values and the words of the parameters' names and labels are set aside, the
+    /// recogniser reads what remains as yes (`isso, 202`; `cancel PED-85107 yes`). A value that
+    /// differs is a correction (asked again, never executed); no value at all is the
+    /// recogniser's alone.
+    fn affirms_restating(&self, text: &str) -> bool {
+        let (Some(reading), Some(tool), Some(tx)) =
+            (self.typed_reading(text), self.active_tool(), self.active())
+        else {
+            return false;
+        };
+        let restates = !reading.values.is_empty()
+            && reading.rejected.is_empty()
+            && reading
+                .values
+                .iter()
+                .all(|v| tx.arguments.get(&v.name) == Some(&v.value));
+        if !restates {
+            return false;
+        }
+        let mut rest = text.to_owned();
+        let mut spans: Vec<_> = reading.values.iter().map(|v| v.span.clone()).collect();
+        spans.sort_by_key(|s| std::cmp::Reverse(s.start));
+        for span in spans {
+            if rest.is_char_boundary(span.start) && rest.is_char_boundary(span.end) {
+                rest.replace_range(span, " ");
+            }
+        }
+        let label_words: Vec<String> = tool
+            .parameters
+            .iter()
+            .flat_map(|p| {
+                [
+                    p.name.replace('_', " "),
+                    p.label.en.clone(),
+                    p.label.pt_br.clone(),
+                ]
+            })
+            .chain(VALUE_LABELS.iter().map(|w| (*w).to_owned()))
+            .filter_map(|phrase| confirmation::clauses(&phrase))
+            .flatten()
+            .flatten()
+            .collect();
+        let Some(clauses) = confirmation::clauses(&rest) else {
+            return false;
+        };
+        let rest: Vec<String> = clauses
+            .into_iter()
+            .map(|c| {
+                c.into_iter()
+                    .filter(|w| !label_words.contains(w))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .filter(|c| !c.is_empty())
+            .collect();
+        self.recognise(&rest.join(", ")) == Some(Confirmation::Affirm)
     }
 
     /// Every tool's action verbs, in every locale: what makes a clause a request.

@@ -142,6 +142,18 @@ impl EmbeddingModel {
             message: normalise::for_embedding(&request.message),
             ..request.clone()
         };
+        // SC-10: a message that only takes leave (`much obliged. good night`, `tá bom brigado era
+        // isso`: a farewell with nothing beside it but thanks and acknowledgement) while nothing
+        // is in flight is an end, however its thanks pull the embedding toward the thanks intent.
+        if request.active_transaction.is_none()
+            && !request.message.contains(['?', '¿'])
+            && confirmation::says_goodbye(&request.message)
+        {
+            return Ok(ClassifierDecision {
+                decision: SessionControl::EndSession,
+                confidence: 1.0,
+            });
+        }
         let (x, index) = self.embed_one(&assistant, &request.message).await?;
         let a = self.catalog.assistant(&assistant);
         let active_tool = request.active_transaction.as_ref().map(|t| t.tool.as_str());
