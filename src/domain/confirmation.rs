@@ -981,6 +981,13 @@ const FAREWELL_PHRASES: &[&[&str]] = &[
     &["era", "so", "isso"],
     &["e", "so", "isso"],
     &["so", "isso"],
+    &["done", "here"],
+    &["all", "done"],
+    &["i'm", "done"],
+    &["nothing", "else"],
+    &["that's", "everything"],
+    &["mais", "nada"],
+    &["nada", "mais"],
 ];
 
 /// Farewell phrases whose words a test sentence could share: listed for
@@ -1139,6 +1146,61 @@ pub fn says_goodbye(clause: &str) -> bool {
         }
     }
     farewell
+}
+
+/// Words that thank (folded).
+const THANKS: &[&str] = &[
+    "thanks",
+    "thank",
+    "thx",
+    "ty",
+    "obrigado",
+    "obrigada",
+    "brigado",
+    "brigada",
+    "obg",
+    "obgd",
+    "valeu",
+    "vlw",
+    "agradeco",
+    "grato",
+    "grata",
+    "appreciate",
+];
+
+/// What else a thanks may carry without saying more (folded): `obrigado mesmo assim`, `thanks
+/// again`, `valeu demais`.
+const BESIDE_THANKS: &[&str] = &[
+    "mesmo",
+    "assim",
+    "anyway",
+    "anyways",
+    "again",
+    "a",
+    "bunch",
+    "ton",
+    "lot",
+    "muitissimo",
+    "demais",
+    "mto",
+    "ai",
+];
+
+/// SC-10: whether `message` only thanks (`obrigado mesmo assim`, `thanks a lot!`, `ok, valeu`):
+/// thanks with nothing beside them but acknowledgement — no farewell ([`says_goodbye`]), no
+/// request, no closing. Thanks are answered; they do not end the session (the customer may
+/// well go on).
+pub fn only_thanks(message: &str) -> bool {
+    let Some(words) = clauses(message) else {
+        return false;
+    };
+    let words: Vec<String> = words.into_iter().flatten().map(unstretched).collect();
+    words.iter().any(|w| THANKS.contains(&w.as_str()))
+        && words.iter().all(|w| {
+            THANKS.contains(&w.as_str())
+                || BESIDE_THANKS.contains(&w.as_str())
+                || BESIDE_A_FAREWELL.contains(&w.as_str())
+        })
 }
 
 /// `word` with each run of one letter made one (`tchauuu` → `tchau`, `byee` → `bye`).
@@ -1628,6 +1690,27 @@ mod tests {
     }
 
     #[test]
+    fn thanks_with_nothing_but_acknowledgement_only_thank() {
+        for text in [
+            "obrigado mesmo assim",
+            "thanks a lot!",
+            "ok, valeu",
+            "Thank you so much",
+        ] {
+            assert!(only_thanks(text), "{text}");
+        }
+        for text in [
+            "thanks, bye",
+            "ok",
+            "thanks, that's all",
+            "valeu, cancela",
+            "",
+        ] {
+            assert!(!only_thanks(text), "{text}");
+        }
+    }
+
+    #[test]
     fn a_farewell_with_nothing_but_thanks_beside_it_takes_leave() {
         for text in [
             "tchau",
@@ -1642,6 +1725,7 @@ mod tests {
             "Está bem. Muito obrigada pela atenção, tenha uma boa tarde.",
             "thanks so much, have a great weekend",
             "ok that's all, thank you",
+            "Thanks. Done here.",
         ] {
             assert!(says_goodbye(text), "{text}");
         }

@@ -21,6 +21,25 @@ const POINTING_BACK: &[&str] = &[
     "this", "that", "it", "isso", "isto", "esse", "essa", "este", "aquilo",
 ];
 
+/// Nouns of time a demonstrative dates rather than points back with (folded): `this month`,
+/// `essa semana`.
+const TIME_NOUNS: &[&str] = &[
+    "month",
+    "week",
+    "year",
+    "morning",
+    "afternoon",
+    "evening",
+    "time",
+    "mes",
+    "semana",
+    "ano",
+    "manha",
+    "tarde",
+    "noite",
+    "vez",
+];
+
 /// Words that ask which one (folded).
 const WHICH: &[&str] = &["which", "what", "qual", "quais", "que"];
 
@@ -284,7 +303,8 @@ impl Run<'_> {
     /// interrupt it. A statement does (`forget it, just tell me how much my bill is`), and so
     /// does a question that names one of the tool's action verbs, not negated (`can you show me
     /// the bill?`), gives a value the tool reads (`where is PED-3388 right now?`) or does not
-    /// point back (`where is my order?`). A question that points back at what is in flight
+    /// point back (`where is my order?`, `how much is my bill this month?`: a demonstrative
+    /// before a noun of time dates it). A question that points back at what is in flight
     /// (`this`, `it`, `isso`: `will this affect my next bill?`, `what's there to explain? can't
     /// you see it on my account?`), or asks which value a missing parameter means (`qual
     /// número, o da nota fiscal?`), asks about it: interrupting would drop the transaction and
@@ -299,8 +319,13 @@ impl Run<'_> {
             return true;
         }
         let words = crate::domain::parameter::folded_words(text);
-        let points_back = words.iter().any(|w| POINTING_BACK.contains(&w.as_str()))
-            || self.asks_which_value(&words);
+        // `this month` dates the question; it does not point back at what is in flight.
+        let points_back = words.iter().enumerate().any(|(i, w)| {
+            POINTING_BACK.contains(&w.as_str())
+                && !words
+                    .get(i + 1)
+                    .is_some_and(|next| TIME_NOUNS.contains(&next.as_str()))
+        }) || self.asks_which_value(&words);
         !points_back
             || confirmation::names_a_verb_unnegated(text, &verbs)
             || !super::values::read_clear_values(tool, text, self.turn.locale, Default::default())
@@ -552,7 +577,8 @@ impl Run<'_> {
             })
             .filter(|c| !c.is_empty())
             .collect();
-        self.recognise(&rest.join(", ")) == Some(Confirmation::Affirm)
+        confirmation::recognise_with(&rest.join(", "), &self.confirmation_verbs())
+            == Some(Confirmation::Affirm)
     }
 
     /// Every tool's action verbs, in every locale: what makes a clause a request.

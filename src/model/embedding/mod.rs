@@ -171,7 +171,10 @@ impl EmbeddingModel {
             Box::pin(self.closing_last(request, index, whole, ending, a, agent, active_tool)).await;
         // A statement closed by `né` / `, right` asks for agreement: no ending, however its
         // words read (`então ele sai amanhã né`: end 0.93). Not confident: the router reads it.
-        if whole.decision == SessionControl::EndSession && asks_for_agreement(&request.message) {
+        // Thanks alone (`obrigado mesmo assim`: end 0.95) answer; they take no leave (SC-10).
+        if whole.decision == SessionControl::EndSession
+            && (asks_for_agreement(&request.message) || confirmation::only_thanks(&request.message))
+        {
             return Ok(ClassifierDecision {
                 confidence: 0.0,
                 ..whole
