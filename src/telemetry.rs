@@ -13,6 +13,7 @@ pub const MODEL_FALLBACKS_TOTAL: &str = "turnstile_model_fallbacks_total";
 pub const DECISIONS_TOTAL: &str = "turnstile_decisions_total";
 pub const MODEL_SPECULATIVE_DISCARDED_TOTAL: &str = "turnstile_model_speculative_discarded_total";
 pub const MODEL_REQUESTS_WAITING: &str = "turnstile_model_requests_waiting";
+pub const EMBEDDING_WORDS_MENDED_TOTAL: &str = "turnstile_embedding_words_mended_total";
 // Tool and pre-validation webhooks.
 pub const TOOL_CALLS_TOTAL: &str = "turnstile_tool_calls_total";
 pub const TOOL_CALL_DURATION_SECONDS: &str = "turnstile_tool_call_duration_seconds";
@@ -108,6 +109,12 @@ const DESCRIPTIONS: &[(MetricKind, &str, Unit, &str)] = &[
         OUTBOX_OUTPUTS_UNKNOWN_TOTAL,
         Unit::Count,
         "Stored outbox outputs of a kind this version does not know (a newer version wrote them): not republished.",
+    ),
+    (
+        MetricKind::Counter,
+        EMBEDDING_WORDS_MENDED_TOTAL,
+        Unit::Count,
+        "Misspelt words replaced by a known word before a message is embedded, by profile.",
     ),
     (
         MetricKind::Counter,

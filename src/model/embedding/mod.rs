@@ -21,6 +21,7 @@ pub mod head;
 mod normalise;
 mod reading;
 mod segments;
+mod typos;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -58,6 +59,8 @@ pub struct EmbeddingModel {
     profile: String,
     client: EmbeddingsClient,
     indexes: Arc<BTreeMap<String, ExampleIndex>>,
+    /// Each assistant's words, for mending typos before embedding ([`typos`]).
+    vocabularies: Arc<BTreeMap<String, typos::Vocabulary>>,
     catalog: Arc<Catalog>,
 }
 
@@ -77,8 +80,10 @@ impl EmbeddingModel {
             None => client,
         };
         let mut indexes = BTreeMap::new();
+        let mut vocabularies = BTreeMap::new();
         for (id, assistant) in &catalog.assistants {
             let labelled = examples::labelled_examples(assistant);
+            vocabularies.insert(id.clone(), vocabulary_of(assistant, &labelled));
             let index = ExampleIndex::build(
                 &client,
                 id,
@@ -93,12 +98,29 @@ impl EmbeddingModel {
             profile: profile.name.clone(),
             client,
             indexes: Arc::new(indexes),
+            vocabularies: Arc::new(vocabularies),
             catalog,
         })
     }
 
     pub fn profile(&self) -> &str {
         &self.profile
+    }
+
+    /// What the model reads of `message`: laughter and shouting normalised, typos mended
+    /// against the assistant's words.
+    fn as_embedded(&self, assistant: &str, message: &str) -> String {
+        let normalised = normalise::for_embedding(message);
+        let Some(vocabulary) = self.vocabularies.get(assistant) else {
+            return normalised;
+        };
+        let mended = vocabulary.mend(&normalised);
+        if mended.words > 0 {
+            metrics::counter!(crate::telemetry::EMBEDDING_WORDS_MENDED_TOTAL, "profile" => self.profile.clone())
+                .increment(mended.words as u64);
+            tracing::debug!(profile = %self.profile, words_mended = mended.words, "Misspelt words mended before embedding.");
+        }
+        mended.text.into_owned()
     }
 
     async fn embed_one(
@@ -139,7 +161,7 @@ impl EmbeddingModel {
     pub async fn classify(&self, request: &ClassifierRequest) -> ModelAnswer<ClassifierDecision> {
         let assistant = self.assistant_for_classifier(&request.assistant);
         let request = &ClassifierRequest {
-            message: normalise::for_embedding(&request.message),
+            message: self.as_embedded(&assistant, &request.message),
             ..request.clone()
         };
         // SC-10: a message that only takes leave (`much obliged. good night`, `tá bom brigado era
@@ -268,7 +290,7 @@ impl EmbeddingModel {
 
     pub async fn route(&self, request: &RouterRequest) -> ModelAnswer<RouterDecision> {
         let request = &RouterRequest {
-            message: normalise::for_embedding(&request.message),
+            message: self.as_embedded(&request.assistant, &request.message),
             ..request.clone()
         };
         let (x, index) = self.embed_one(&request.assistant, &request.message).await?;
@@ -399,7 +421,7 @@ impl EmbeddingModel {
         &self,
         request: &InterpreterRequest,
     ) -> ModelAnswer<InterpreterDecision> {
-        let embedded = normalise::for_embedding(&request.message);
+        let embedded = self.as_embedded(&request.assistant, &request.message);
         let (x, index) = self.embed_one(&request.assistant, &embedded).await?;
         let asked = self.asked_value(request);
         Ok(interpret_from(&index.rank(&x), request, asked))
@@ -432,6 +454,26 @@ impl EmbeddingModel {
 }
 
 /// [`EmbeddingModel::asked_value`] over `catalog`.
+/// The words an assistant is written in: its examples, each tool's action verbs, title and
+/// parameter labels, and the confirmation recogniser's lexicon and farewells.
+fn vocabulary_of(assistant: &Assistant, labelled: &[(Label, String)]) -> typos::Vocabulary {
+    let mut texts: Vec<String> = labelled.iter().map(|(_, t)| t.clone()).collect();
+    for tool in assistant.tools.values() {
+        texts.extend(tool.action_verbs.values().flatten().cloned());
+        texts.extend([tool.title.en.clone(), tool.title.pt_br.clone()]);
+        for p in &tool.parameters {
+            texts.extend([
+                p.name.replace('_', " "),
+                p.label.en.clone(),
+                p.label.pt_br.clone(),
+            ]);
+        }
+    }
+    texts.extend(confirmation::lexicon_phrases().map(str::to_owned));
+    texts.extend(confirmation::farewell_phrases());
+    typos::Vocabulary::from_texts(texts.iter().map(String::as_str))
+}
+
 fn asked_value(catalog: &Catalog, request: &InterpreterRequest) -> Option<(String, Value)> {
     let asked = request.transaction.missing_parameters.first()?;
     let tool = catalog
