@@ -73,6 +73,17 @@ impl IdPattern {
         })
     }
 
+    /// Byte ranges of the ids in `text`, in any case and in the loose distinctive forms
+    /// (`ped 1001`, `Ped1001`; MG-4a), in order and not overlapping.
+    pub fn find_in(&self, text: &str) -> Vec<std::ops::Range<usize>> {
+        self.loose
+            .as_ref()
+            .unwrap_or(&self.search)
+            .find_iter(text)
+            .map(|m| m.range())
+            .collect()
+    }
+
     /// The pattern as configured.
     pub fn as_str(&self) -> &str {
         &self.source

@@ -107,10 +107,14 @@ impl EmbeddingModel {
         &self.profile
     }
 
-    /// What the model reads of `message`: laughter and shouting normalised, typos mended
-    /// against the assistant's words.
+    /// What the model reads of `message`: laughter and shouting normalised, ids read as their
+    /// parameter's example, typos mended against the assistant's words.
     fn as_embedded(&self, assistant: &str, message: &str) -> String {
         let normalised = normalise::for_embedding(message);
+        let normalised = match self.catalog.assistant(assistant) {
+            Some(a) => ids_as_example(a, &normalised),
+            None => normalised,
+        };
         let Some(vocabulary) = self.vocabularies.get(assistant) else {
             return normalised;
         };
@@ -454,6 +458,52 @@ impl EmbeddingModel {
 }
 
 /// [`EmbeddingModel::asked_value`] over `catalog`.
+/// `message` with every id (PR-1's distinctive forms) replaced by its parameter's
+/// configured example (`PED-48842` → `PED-1001`): an id's digits say nothing about the
+/// request, yet unfamiliar ones pulled the reading away (`can you first tell me where
+/// PED-48842 is?`: tracking 0.70; with `PED-1001`, 0.96).
+///
+/// Only inside a sentence that says something besides its ids: two words or more that are
+/// not filler nor the id parameters' names, labels and synonyms. A message that is an id
+/// and a word or two (`o PED-82999 mesmo`) would read as whichever requests the example
+/// appears in, and ran a look-up nobody asked for; with its own digits it stays unclear.
+fn ids_as_example(a: &Assistant, message: &str) -> String {
+    let mut ids: Vec<(&parameter::IdPattern, &str)> = Vec::new();
+    let mut naming: Vec<String> = Vec::new();
+    for p in a.tools.values().flat_map(|t| &t.parameters) {
+        let (parameter::ParameterKind::Id { pattern }, Some(example)) = (&p.kind, &p.example)
+        else {
+            continue;
+        };
+        if !ids
+            .iter()
+            .any(|(known, _)| known.as_str() == pattern.as_str())
+        {
+            ids.push((pattern, example));
+        }
+        let names = [&p.name.replace('_', " "), &p.label.en, &p.label.pt_br];
+        for phrase in names.into_iter().chain(&p.synonyms) {
+            naming.extend(parameter::folded_words(phrase));
+        }
+    }
+    let spans: Vec<_> = ids.iter().flat_map(|(p, _)| p.find_in(message)).collect();
+    let says_more = parameter::content_words(message, &spans)
+        .iter()
+        .filter(|w| !naming.contains(w))
+        .count()
+        >= 2;
+    if spans.is_empty() || !says_more {
+        return message.to_owned();
+    }
+    let mut text = message.to_owned();
+    for (pattern, example) in ids {
+        for range in pattern.find_in(&text).into_iter().rev() {
+            text.replace_range(range, example);
+        }
+    }
+    text
+}
+
 /// The words an assistant is written in: its examples, each tool's action verbs, title and
 /// parameter labels, and the confirmation recogniser's lexicon and farewells.
 fn vocabulary_of(assistant: &Assistant, labelled: &[(Label, String)]) -> typos::Vocabulary {
@@ -611,6 +661,29 @@ mod tests {
             sentences("that's too much?? ok where is it"),
             vec!["that's too much?", "ok where is it"]
         );
+    }
+
+    #[test]
+    fn an_id_inside_a_sentence_is_read_as_its_parameters_example() {
+        let catalog = example_catalog();
+        let a = catalog.assistant("retail-bot").expect("example assistant");
+        assert_eq!(
+            ids_as_example(a, "hold on, can you first tell me where PED-48842 is?"),
+            "hold on, can you first tell me where PED-1001 is?"
+        );
+        assert_eq!(
+            ids_as_example(a, "need to change the address on order ped 86811"),
+            "need to change the address on order PED-1001"
+        );
+        // An id with a word or two, or none: its own digits stay.
+        for alone in [
+            "o PED-82999 mesmo",
+            "e o Ped-1501?",
+            "PED-48842",
+            "order PED-48842 pls",
+        ] {
+            assert_eq!(ids_as_example(a, alone), alone);
+        }
     }
 
     #[test]
