@@ -1419,7 +1419,8 @@ fn longest_verb(rest: &[String], verbs: &[Vec<String>]) -> Option<usize> {
 }
 
 /// A word typed stretched (`yesss`, `siiim`, `okkk`, `nãooo`) as the lexicon word it stretches,
-/// when it is not a lexicon word itself.
+/// or with two neighbouring letters swapped (`pdoe`, `yse`: four letters or more, one lexicon
+/// word only), when it is not a lexicon word itself.
 fn unstretched(word: String) -> String {
     let (lookup, _) = lexicon();
     if lookup.contains_key(word.as_str()) {
@@ -1427,9 +1428,23 @@ fn unstretched(word: String) -> String {
     }
     let squeezed = squeezed(&word);
     if squeezed != word && lookup.contains_key(squeezed.as_str()) {
-        squeezed
-    } else {
-        word
+        return squeezed;
+    }
+    let letters: Vec<char> = word.chars().collect();
+    if letters.len() < 4 {
+        return word;
+    }
+    let mut swapped = (0..letters.len() - 1)
+        .filter(|&i| letters[i] != letters[i + 1])
+        .map(|i| {
+            let mut w = letters.clone();
+            w.swap(i, i + 1);
+            w.into_iter().collect::<String>()
+        })
+        .filter(|w| lookup.contains_key(w.as_str()));
+    match (swapped.next(), swapped.next()) {
+        (Some(only), None) => only,
+        _ => word,
     }
 }
 
@@ -1860,6 +1875,7 @@ mod tests {
                 "yes sir, that is a fact",
                 "yes, obviously",
                 "sim, obviamente",
+                "sim, pdoe",
             ],
             Some(Confirmation::Affirm),
         );
