@@ -11,7 +11,8 @@
 //!   requires confirmation must (a) have the transaction id and exactly the arguments of the *last*
 //!   question shown on an earlier turn ([`Kind::UnconfirmedArguments`]), and (b) happen on a turn
 //!   that started with that transaction `AWAITING_CONFIRMATION` and was a `confirm` action, or a
-//!   text from the grammar's plain-affirmation list answered with no model call at all
+//!   text from the grammar's plain-affirmation list answered with no model call at all, or such
+//!   an affirmation saying back a value the question shows (`ok, PED-1001`)
 //!   ([`Kind::NoDeterministicConfirmation`]). So a model `affirm`, a correction, a question
 //!   (`ok?`) or a mixed answer (`não, pode`) never counts as confirming.
 //!   The last question is tracked through corrections too: a correction that changed the
@@ -158,6 +159,22 @@ fn tool_spec(tool: &str) -> Option<(bool, bool)> {
 }
 
 /// The last confirmation question shown: turn, transaction id, arguments.
+/// PR-6 with MG-6: a plain affirmation, a comma and a value the last question shows (`ok,
+/// PED-1001`) confirms what was shown. Values are compared by their digits (`ped-1001` and
+/// `PED-1001`, `R$ 71,99` and `71.99`), so the checker needs no parser of its own.
+fn says_back(text: &str, question: &Option<Question>) -> bool {
+    let digits = |s: &str| s.chars().filter(char::is_ascii_digit).collect::<String>();
+    let (Some((yes, value)), Some(q)) = (text.split_once(", "), question) else {
+        return false;
+    };
+    let said = digits(value);
+    PLAIN_AFFIRMATIONS.contains(&yes)
+        && !said.is_empty()
+        && q.arguments
+            .as_object()
+            .is_some_and(|args| args.values().any(|v| digits(&v.to_string()) == said))
+}
+
 struct Question {
     turn: usize,
     tx: String,
@@ -266,11 +283,10 @@ pub fn check(traces: &[TurnTrace]) -> Vec<Violation> {
                         && status_of(tx) == Some("AWAITING_CONFIRMATION")
                 });
                 let button = t.action.as_deref() == Some("confirm");
-                let plain_text = t
-                    .text
-                    .as_deref()
-                    .is_some_and(|s| PLAIN_AFFIRMATIONS.contains(&s))
-                    && t.model_calls.is_empty();
+                let plain_text =
+                    t.text.as_deref().is_some_and(|s| {
+                        PLAIN_AFFIRMATIONS.contains(&s) || says_back(s, &question)
+                    }) && t.model_calls.is_empty();
                 if !(awaiting && (button || plain_text)) {
                     v(
                         k,
