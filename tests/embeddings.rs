@@ -18,7 +18,9 @@ use turnstile::config::agents::parse_catalog;
 use turnstile::config::profiles::{check_profile_references, parse_profiles, Profiles};
 use turnstile::config::skills::SkillProfiles;
 use turnstile::domain::catalog::{Catalog, Settings};
-use turnstile::domain::decision::{InterpreterAct, ModelFailure, RouterDecision, SessionControl};
+use turnstile::domain::decision::{
+    ClassifierDecision, InterpreterAct, ModelFailure, RouterDecision, SessionControl,
+};
 use turnstile::domain::effect::{
     ClassifierRequest, InterpreterRequest, ParameterBrief, RouterRequest, TransactionSummary,
 };
@@ -113,6 +115,14 @@ fn classify_request(message: &str, active_agent: Option<&str>) -> ClassifierRequ
         active_agent: active_agent.map(str::to_owned),
         active_transaction: None,
     }
+}
+
+/// The classifier's answer on `text` with the retail agent active and nothing in flight.
+async fn classify_with_retail_active(model: &ConfiguredModel, text: &str) -> ClassifierDecision {
+    model
+        .classify(&classify_request(text, Some("retail")), ctx())
+        .await
+        .expect("answer")
 }
 
 fn route_request(message: &str) -> RouterRequest {
@@ -249,10 +259,7 @@ async fn a_farewell_set_apart_ends_a_message_when_nothing_is_in_flight() {
         "tá, vou recusar na entrega então. tchau",
         "vence dia 10 né? ok, tchau",
     ] {
-        let d = model
-            .classify(&classify_request(text, Some("retail")), ctx())
-            .await
-            .expect("answer");
+        let d = classify_with_retail_active(&model, text).await;
         assert_eq!(d.decision, SessionControl::EndSession, "{text:?}: {d:?}");
         assert!(d.confidence >= 0.9, "{text:?}: {d:?}");
     }
@@ -270,18 +277,12 @@ async fn a_message_that_only_takes_leave_ends_when_nothing_is_in_flight() {
         "Está bem. Muito obrigada pela atenção, tenha uma boa tarde.",
         "Much obliged, y'all have a good one",
     ] {
-        let d = model
-            .classify(&classify_request(text, Some("retail")), ctx())
-            .await
-            .expect("answer");
+        let d = classify_with_retail_active(&model, text).await;
         assert_eq!(d.decision, SessionControl::EndSession, "{text:?}: {d:?}");
         assert!((d.confidence - 1.0).abs() < 1e-9, "{text:?}: {d:?}");
     }
     for text in ["obrigado mesmo assim", "era isso?", "thanks"] {
-        let d = model
-            .classify(&classify_request(text, Some("retail")), ctx())
-            .await
-            .expect("answer");
+        let d = classify_with_retail_active(&model, text).await;
         assert!(
             d.decision != SessionControl::EndSession || d.confidence < 1.0,
             "{text:?}: {d:?}"

@@ -41,6 +41,20 @@ pub struct ParameterSpec {
     pub sensitive: bool,
 }
 
+impl ParameterSpec {
+    /// Every phrase that names it: its name (`_` as space), its labels in each locale, its
+    /// synonyms — what introduces a plain value (PR-1).
+    pub fn names(&self) -> impl Iterator<Item = String> + '_ {
+        [
+            self.name.replace('_', " "),
+            self.label.en.clone(),
+            self.label.pt_br.clone(),
+        ]
+        .into_iter()
+        .chain(self.synonyms.iter().cloned())
+    }
+}
+
 /// What happens after `max_attempts` invalid values (MG-4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OnAttemptsExhausted {

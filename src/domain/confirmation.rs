@@ -1434,18 +1434,23 @@ fn unstretched(word: String) -> String {
     if letters.len() < 4 {
         return word;
     }
-    let mut swapped = (0..letters.len() - 1)
-        .filter(|&i| letters[i] != letters[i + 1])
-        .map(|i| {
-            let mut w = letters.clone();
-            w.swap(i, i + 1);
-            w.into_iter().collect::<String>()
-        })
-        .filter(|w| lookup.contains_key(w.as_str()));
+    let mut swapped = neighbours_swapped(&letters).filter(|w| lookup.contains_key(w.as_str()));
     match (swapped.next(), swapped.next()) {
         (Some(only), None) => only,
         _ => word,
     }
+}
+
+/// `letters` with each pair of different neighbouring letters swapped, one pair at a time
+/// (`pdoe` → `dpoe`, `pode`, `pdeo`): the slip a fast or dyslexic typist makes most.
+pub fn neighbours_swapped(letters: &[char]) -> impl Iterator<Item = String> + '_ {
+    (0..letters.len().saturating_sub(1))
+        .filter(move |&i| letters[i] != letters[i + 1])
+        .map(move |i| {
+            let mut w = letters.to_vec();
+            w.swap(i, i + 1);
+            w.into_iter().collect()
+        })
 }
 
 /// Interjections (`ugh`, `putz`, `nossa`) and laughter: chat noise that carries no answer, read

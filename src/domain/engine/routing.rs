@@ -57,10 +57,6 @@ enum Routed {
     Topic { reply: String, ends: bool },
 }
 
-/// Words that introduce a value whatever its parameter (`nº 45`, `num 45`), beside the
-/// parameters' own names and labels.
-const VALUE_LABELS: &[&str] = &["nº", "n°", "num", "numero", "number", "#"];
-
 impl Run<'_> {
     // ---- steps 3 to 6: free text ----
 
@@ -522,7 +518,7 @@ impl Run<'_> {
 
     /// PR-6 with MG-6: whether `text` affirms while saying back the values the confirmation
     /// shows — every value the typed parsers read equals the one held, none is invalid, and
-    /// once those values and the words of the parameters' names and labels are set aside, the
+    /// once those values and the words that name the parameters (`ParameterSpec::names`) are set aside, the
     /// recogniser reads what remains as yes (`isso, 202`; `cancel PED-85107 yes`). A value that
     /// differs is a correction (asked again, never executed); no value at all is the
     /// recogniser's alone.
@@ -552,14 +548,7 @@ impl Run<'_> {
         let label_words: Vec<String> = tool
             .parameters
             .iter()
-            .flat_map(|p| {
-                [
-                    p.name.replace('_', " "),
-                    p.label.en.clone(),
-                    p.label.pt_br.clone(),
-                ]
-            })
-            .chain(VALUE_LABELS.iter().map(|w| (*w).to_owned()))
+            .flat_map(|p| p.names())
             .filter_map(|phrase| confirmation::clauses(&phrase))
             .flatten()
             .flatten()

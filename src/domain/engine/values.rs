@@ -446,15 +446,7 @@ pub(super) fn read_clear_values(
     let labels: Vec<Vec<String>> = tool
         .parameters
         .iter()
-        .map(|p| {
-            let mut names = vec![
-                p.name.replace('_', " "),
-                p.label.en.clone(),
-                p.label.pt_br.clone(),
-            ];
-            names.extend(p.synonyms.iter().cloned());
-            names
-        })
+        .map(|p| p.names().collect())
         .collect();
     let params: Vec<parameter::LabelledParameter<'_>> = tool
         .parameters

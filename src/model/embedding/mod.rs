@@ -59,8 +59,9 @@ pub struct EmbeddingModel {
     profile: String,
     client: EmbeddingsClient,
     indexes: Arc<BTreeMap<String, ExampleIndex>>,
-    /// Each assistant's words, for mending typos before embedding ([`typos`]).
-    vocabularies: Arc<BTreeMap<String, typos::Vocabulary>>,
+    /// Per assistant, what its messages are read as before embedding: its words, for mending
+    /// typos ([`typos`]), and its ids' stand-ins.
+    readings: Arc<BTreeMap<String, (typos::Vocabulary, IdStandIns)>>,
     catalog: Arc<Catalog>,
 }
 
@@ -80,10 +81,16 @@ impl EmbeddingModel {
             None => client,
         };
         let mut indexes = BTreeMap::new();
-        let mut vocabularies = BTreeMap::new();
+        let mut readings = BTreeMap::new();
         for (id, assistant) in &catalog.assistants {
             let labelled = examples::labelled_examples(assistant);
-            vocabularies.insert(id.clone(), vocabulary_of(assistant, &labelled));
+            readings.insert(
+                id.clone(),
+                (
+                    vocabulary_of(assistant, &labelled),
+                    IdStandIns::of(assistant),
+                ),
+            );
             let index = ExampleIndex::build(
                 &client,
                 id,
@@ -98,7 +105,7 @@ impl EmbeddingModel {
             profile: profile.name.clone(),
             client,
             indexes: Arc::new(indexes),
-            vocabularies: Arc::new(vocabularies),
+            readings: Arc::new(readings),
             catalog,
         })
     }
@@ -111,14 +118,11 @@ impl EmbeddingModel {
     /// parameter's example, typos mended against the assistant's words.
     fn as_embedded(&self, assistant: &str, message: &str) -> String {
         let normalised = normalise::for_embedding(message);
-        let normalised = match self.catalog.assistant(assistant) {
-            Some(a) => ids_as_example(a, &normalised),
-            None => normalised,
-        };
-        let Some(vocabulary) = self.vocabularies.get(assistant) else {
+        let Some((vocabulary, ids)) = self.readings.get(assistant) else {
             return normalised;
         };
-        let mended = vocabulary.mend(&normalised);
+        let read = ids.apply(&normalised);
+        let mended = vocabulary.mend(&read);
         if mended.words > 0 {
             metrics::counter!(crate::telemetry::EMBEDDING_WORDS_MENDED_TOTAL, "profile" => self.profile.clone())
                 .increment(mended.words as u64);
@@ -458,50 +462,68 @@ impl EmbeddingModel {
 }
 
 /// [`EmbeddingModel::asked_value`] over `catalog`.
-/// `message` with every id (PR-1's distinctive forms) replaced by its parameter's
-/// configured example (`PED-48842` → `PED-1001`): an id's digits say nothing about the
-/// request, yet unfamiliar ones pulled the reading away (`can you first tell me where
-/// PED-48842 is?`: tracking 0.70; with `PED-1001`, 0.96).
-///
-/// Only inside a sentence that says something besides its ids: two words or more that are
-/// not filler nor the id parameters' names, labels and synonyms. A message that is an id
-/// and a word or two (`o PED-82999 mesmo`) would read as whichever requests the example
-/// appears in, and ran a look-up nobody asked for; with its own digits it stays unclear.
-fn ids_as_example(a: &Assistant, message: &str) -> String {
-    let mut ids: Vec<(&parameter::IdPattern, &str)> = Vec::new();
-    let mut naming: Vec<String> = Vec::new();
-    for p in a.tools.values().flat_map(|t| &t.parameters) {
-        let (parameter::ParameterKind::Id { pattern }, Some(example)) = (&p.kind, &p.example)
-        else {
-            continue;
-        };
-        if !ids
+/// What an assistant's ids are read as when embedded (see [`IdStandIns::apply`]), worked out
+/// once at start-up: each id pattern with its parameter's configured example, and the words
+/// that name those parameters.
+#[derive(Debug, Clone, Default)]
+struct IdStandIns {
+    ids: Vec<(parameter::IdPattern, String)>,
+    naming: Vec<String>,
+}
+
+impl IdStandIns {
+    fn of(a: &Assistant) -> IdStandIns {
+        let mut out = IdStandIns::default();
+        for p in a.tools.values().flat_map(|t| &t.parameters) {
+            let (parameter::ParameterKind::Id { pattern }, Some(example)) = (&p.kind, &p.example)
+            else {
+                continue;
+            };
+            if !out
+                .ids
+                .iter()
+                .any(|(known, _)| known.as_str() == pattern.as_str())
+            {
+                out.ids.push((pattern.clone(), example.clone()));
+            }
+            for phrase in p.names() {
+                out.naming.extend(parameter::folded_words(&phrase));
+            }
+        }
+        out
+    }
+
+    /// `message` with every id (PR-1's distinctive forms) replaced by its parameter's
+    /// configured example (`PED-48842` → `PED-1001`): an id's digits say nothing about the
+    /// request, yet unfamiliar ones pulled the reading away (`can you first tell me where
+    /// PED-48842 is?`: tracking 0.70; with `PED-1001`, 0.96).
+    ///
+    /// Only inside a sentence that says something besides its ids: two words or more that are
+    /// not filler nor the id parameters' names, labels and synonyms. A message that is an id
+    /// and a word or two (`o PED-82999 mesmo`) would read as whichever requests the example
+    /// appears in, and ran a look-up nobody asked for; with its own digits it stays unclear.
+    fn apply(&self, message: &str) -> String {
+        let spans: Vec<_> = self
+            .ids
             .iter()
-            .any(|(known, _)| known.as_str() == pattern.as_str())
-        {
-            ids.push((pattern, example));
+            .flat_map(|(p, _)| p.find_in(message))
+            .collect();
+        let says_more = parameter::content_words(message, &spans)
+            .iter()
+            .filter(|w| !self.naming.contains(w))
+            .count()
+            >= 2;
+        if spans.is_empty() || !says_more {
+            return message.to_owned();
         }
-        let names = [&p.name.replace('_', " "), &p.label.en, &p.label.pt_br];
-        for phrase in names.into_iter().chain(&p.synonyms) {
-            naming.extend(parameter::folded_words(phrase));
+        let mut text = message.to_owned();
+        for (pattern, example) in &self.ids {
+            for range in pattern.find_in(&text).into_iter().rev() {
+                text.replace_range(range, example);
+            }
         }
+        text
     }
-    let spans: Vec<_> = ids.iter().flat_map(|(p, _)| p.find_in(message)).collect();
-    let says_more = parameter::content_words(message, &spans)
-        .iter()
-        .filter(|w| !naming.contains(w))
-        .count()
-        >= 2;
-    if spans.is_empty() || !says_more {
-        return message.to_owned();
-    }
-    let mut text = message.to_owned();
-    for (pattern, example) in ids {
-        for range in pattern.find_in(&text).into_iter().rev() {
-            text.replace_range(range, example);
-        }
-    }
-    text
 }
 
 /// The words an assistant is written in: its examples, each tool's action verbs, title and
@@ -512,6 +534,8 @@ fn vocabulary_of(assistant: &Assistant, labelled: &[(Label, String)]) -> typos::
         texts.extend(tool.action_verbs.values().flatten().cloned());
         texts.extend([tool.title.en.clone(), tool.title.pt_br.clone()]);
         for p in &tool.parameters {
+            // Not the synonyms: more near neighbours leave fewer slips with one reading
+            // (`número do prédio` made `pedio` as near to `prédio` as to `pedido`).
             texts.extend([
                 p.name.replace('_', " "),
                 p.label.en.clone(),
@@ -666,13 +690,13 @@ mod tests {
     #[test]
     fn an_id_inside_a_sentence_is_read_as_its_parameters_example() {
         let catalog = example_catalog();
-        let a = catalog.assistant("retail-bot").expect("example assistant");
+        let ids = IdStandIns::of(catalog.assistant("retail-bot").expect("example assistant"));
         assert_eq!(
-            ids_as_example(a, "hold on, can you first tell me where PED-48842 is?"),
+            ids.apply("hold on, can you first tell me where PED-48842 is?"),
             "hold on, can you first tell me where PED-1001 is?"
         );
         assert_eq!(
-            ids_as_example(a, "need to change the address on order ped 86811"),
+            ids.apply("need to change the address on order ped 86811"),
             "need to change the address on order PED-1001"
         );
         // An id with a word or two, or none: its own digits stay.
@@ -682,7 +706,7 @@ mod tests {
             "PED-48842",
             "order PED-48842 pls",
         ] {
-            assert_eq!(ids_as_example(a, alone), alone);
+            assert_eq!(ids.apply(alone), alone);
         }
     }
 

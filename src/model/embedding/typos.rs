@@ -77,7 +77,7 @@ impl Vocabulary {
         if letters.len() < MIN_SWAPPED || self.words.contains_key(word) {
             return None;
         }
-        let swapped = self.known(swaps(&letters));
+        let swapped = self.known(crate::domain::confirmation::neighbours_swapped(&letters));
         if swapped.len() == 1 {
             return swapped.into_iter().next();
         }
@@ -129,16 +129,6 @@ fn letter_runs(text: &str) -> Vec<(usize, &str)> {
 
 fn fold(word: &str) -> String {
     crate::domain::parameter::folded_words(word).concat()
-}
-
-fn swaps(letters: &[char]) -> impl Iterator<Item = String> + '_ {
-    (0..letters.len().saturating_sub(1))
-        .filter(move |&i| letters[i] != letters[i + 1])
-        .map(move |i| {
-            let mut w = letters.to_vec();
-            w.swap(i, i + 1);
-            w.into_iter().collect()
-        })
 }
 
 fn edits(letters: &[char]) -> impl Iterator<Item = String> + '_ {
