@@ -493,6 +493,8 @@ const LEXICON: &[(&str, Kind)] = &[
     ("sorta", Uncertain),
     // ---- pt-BR answers
     ("sim", YES),
+    // Spanish speakers writing Portuguese (`sí, pode`), and `sim` without its last letter.
+    ("si", YES),
     ("claro", YES),
     ("claro que sim", YES),
     ("com certeza", YES),
@@ -1409,13 +1411,27 @@ pub(crate) fn names_a_verb_unnegated(text: &str, action_verbs: &[String]) -> boo
         .any(|v| said_unnegated(&words, v))
 }
 
-/// The length in words of the longest action verb phrase at the start of `rest`, if any.
+/// The length in words of the longest action verb phrase at the start of `rest`, if any. A
+/// word typed with two neighbouring letters swapped reads as the verb's word (`yes cancle it`,
+/// `pode cacnelar`) when that word has five letters or more, as the lexicon's words do.
 fn longest_verb(rest: &[String], verbs: &[Vec<String>]) -> Option<usize> {
     verbs
         .iter()
-        .filter(|v| v.len() <= rest.len() && v.iter().zip(rest).all(|(a, b)| a == b))
+        .filter(|v| v.len() <= rest.len() && v.iter().zip(rest).all(|(a, b)| same_verb_word(a, b)))
         .map(Vec::len)
         .max()
+}
+
+/// Whether the typed word `typed` is the verb word `verb`, or it with one neighbouring-letter
+/// swap (five letters or more: `cancle`, `chnage`; short words swap into other words).
+fn same_verb_word(verb: &str, typed: &str) -> bool {
+    if verb == typed {
+        return true;
+    }
+    let letters: Vec<char> = typed.chars().collect();
+    letters.len() >= 5
+        && verb.chars().count() == letters.len()
+        && neighbours_swapped(&letters).any(|w| w == verb)
 }
 
 /// A word typed stretched (`yesss`, `siiim`, `okkk`, `nãooo`) as the lexicon word it stretches,
@@ -2312,5 +2328,22 @@ mod tests {
             None,
             "without the verbs: undecided"
         );
+    }
+
+    // PR-6: a verb typed with two neighbouring letters swapped is still the pending tool's verb
+    // (five letters or more); a word that is no verb still leaves the message undecided.
+    #[test]
+    fn action_verbs_read_through_one_swap() {
+        let verbs = [
+            "cancel it".to_string(),
+            "cancelar".to_string(),
+            "send".to_string(),
+        ];
+        let with = |t: &str| recognise_with(t, &verbs);
+        assert_eq!(with("yes cancle it"), Some(Confirmation::Affirm));
+        assert_eq!(with("pode cacnelar"), Some(Confirmation::Affirm));
+        assert_eq!(with("don't cancle it"), Some(Confirmation::Deny));
+        assert_eq!(with("yes sned"), None, "four letters: too short to mend");
+        assert_eq!(with("yes candle it"), None, "another letter, not a swap");
     }
 }

@@ -527,6 +527,19 @@ const REQUEST_WORDS: &[&str] = &[
     "causa",
     "que",
     "ai",
+    // A charge that came on the bill, or a problem with it, is still no reason: `qro contestar
+    // 59,90 q veio na minha fatura`, `I have a problem with my bill, I want to dispute 50`.
+    "veio",
+    "vieram",
+    "came",
+    "apareceu",
+    "appeared",
+    "problem",
+    "problema",
+    "issue",
+    // Chat spellings of `quero`.
+    "qro",
+    "kero",
 ];
 
 /// Words that say what is wrong (folded): a negation or an excess (`that I don't recognise`,

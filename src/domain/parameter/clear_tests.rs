@@ -174,6 +174,18 @@ fn a_distinctive_value_fills_anywhere_but_an_unrelated_number_does_not() {
     assert_eq!(values(&got), vec![("zip_code", &json!("01310-100"))]);
     let got = extract_clear(&all, "cep 01.310-100 por favor", Locale::PtBr);
     assert_eq!(values(&got), vec![("zip_code", &json!("01310-100"))]);
+    // A spaced CEP and a labelled number in capitals: both read, the CEP's digits not the number.
+    let got = extract_clear(&all, "CEP 40140 110 NUMERO 33", Locale::PtBr);
+    assert_eq!(
+        values(&got),
+        vec![
+            ("zip_code", &json!("40140-110")),
+            ("house_number", &json!(33))
+        ]
+    );
+    // Inside another sentence with no label, as the undashed form: no CEP.
+    let got = extract_clear(&all, "liguei 12310 100 vezes pra vocês", Locale::PtBr);
+    assert!(values(&got).iter().all(|(n, _)| *n != "zip_code"));
     for (text, locale) in [
         (
             "I was charged R$ 71,99 twice, 3 times this year",

@@ -10,7 +10,7 @@ use super::cep::cep_canonical;
 use super::date::parse_date;
 use super::money::{money_read, MoneyRead};
 use super::number::{decimal_separator, is_digits, number_value, numeric_shape, Ambiguity};
-use super::scan::{standalone, Literal, CEP_SHAPE, DASHED_DIGITS, DATE_SHAPE};
+use super::scan::{standalone, Literal, CEP_SHAPE, CEP_SPACED, DASHED_DIGITS, DATE_SHAPE};
 use super::text::{is_inline_space, phrase, tokens};
 use super::validate::check_range;
 use super::{EnumValue, IdPattern, InvalidReason, ParameterKind};
@@ -187,6 +187,23 @@ impl Reader<'_> {
                 })
             })
             .collect();
+        for m in CEP_SPACED.find_iter(text) {
+            if !standalone(text, &m.range())
+                || out
+                    .iter()
+                    .any(|c| c.span.start < m.end() && m.start() < c.span.end)
+            {
+                continue;
+            }
+            if let Some(v) = cep_canonical(&m.as_str().replace(' ', "-")) {
+                out.push(Candidate {
+                    span: m.range(),
+                    value: Ok(Value::String(v)),
+                    label_only: false,
+                    plain_id: false,
+                });
+            }
+        }
         // Near-misses: 4 to 6 digits, a dash, 2 to 4 digits (`01310-10`, `0131-10`); or 7 or 9
         // digits in a row.
         for m in DASHED_DIGITS.find_iter(text) {

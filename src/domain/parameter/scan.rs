@@ -55,6 +55,10 @@ pub(super) fn ungroup(t: &str) -> std::borrow::Cow<'_, str> {
 }
 pub(super) static CEP_SHAPE: LazyLock<Regex> =
     LazyLock::new(|| static_regex(r"[0-9]{2}\.[0-9]{3}-[0-9]{3}|[0-9]{5}-?[0-9]{3}"));
+/// A CEP typed with a space for its dash (`01310 100`, `01.310 100`): read like the undashed
+/// form, so only with its label or alone.
+pub(super) static CEP_SPACED: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"(?:[0-9]{5}|[0-9]{2}\.[0-9]{3}) [0-9]{3}"));
 pub(super) static DASHED_DIGITS: LazyLock<Regex> = LazyLock::new(|| static_regex(r"[0-9]+-[0-9]+"));
 pub(super) static DATE_SHAPE: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(r"[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}|[0-9]{1,2}/[0-9]{1,2}/[0-9]{4}")

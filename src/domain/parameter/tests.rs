@@ -647,6 +647,10 @@ fn extract_cep_forms() {
         "meu cep é 01310-100",
         "CEP:01310100.",
         "cep 01.310-100",
+        // A space for the dash: labelled or alone, as the undashed form.
+        "cep 01310 100",
+        "01310 100",
+        "CEP 01.310 100",
     ] {
         assert_eq!(
             one(&kind, text, Locale::PtBr),
@@ -654,6 +658,7 @@ fn extract_cep_forms() {
             "{text}"
         );
     }
+
     assert_eq!(one(&kind, "013101000", Locale::PtBr), None);
     assert_eq!(one(&kind, "tel 11-01310100", Locale::PtBr), None);
 }

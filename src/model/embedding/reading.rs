@@ -359,10 +359,18 @@ impl SegmentReading<'_> {
         if !reads(top) {
             return plain;
         }
+        // An id of the assistant's own pattern (`Status PED-9999.`) is no request it does not
+        // serve: with nothing in flight, "none of these" leaves too.
+        let own_id = !self.in_transaction
+            && self
+                .assistant
+                .and_then(|a| a.tools.get(top))
+                .is_some_and(|t| reads_an_id(t, text, locale));
         let kept: Vec<(&Label, f32)> = ranked
             .into_iter()
             .filter(|(l, _)| match l {
                 Label::Tool(t) => reads(t),
+                Label::OutOfScope => !own_id,
                 _ => true,
             })
             .collect();
@@ -462,9 +470,27 @@ pub(super) fn only_the_verb(tool: &Tool, text: &str) -> bool {
 /// Whether the typed parsers clearly read one of `tool`'s parameters in `text` (PR-1's reading:
 /// a distinctive form anywhere, a plain one only alone).
 pub(super) fn reads_a_value(tool: &Tool, text: &str, locale: Locale) -> bool {
+    reads_one_of(tool, text, locale, |_| true)
+}
+
+/// Whether the typed parsers read one of `tool`'s id parameters (of its configured pattern) in
+/// `text`.
+pub(super) fn reads_an_id(tool: &Tool, text: &str, locale: Locale) -> bool {
+    reads_one_of(tool, text, locale, |kind| {
+        matches!(kind, parameter::ParameterKind::Id { .. })
+    })
+}
+
+fn reads_one_of(
+    tool: &Tool,
+    text: &str,
+    locale: Locale,
+    kind: impl Fn(&parameter::ParameterKind) -> bool,
+) -> bool {
     let params: Vec<parameter::LabelledParameter<'_>> = tool
         .parameters
         .iter()
+        .filter(|p| kind(&p.kind))
         .map(|p| parameter::LabelledParameter {
             name: &p.name,
             kind: &p.kind,
