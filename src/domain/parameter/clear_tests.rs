@@ -622,6 +622,28 @@ fn a_near_miss_with_only_filler_or_its_label_around_is_reported() {
             "R$ 1.23.4",
             InvalidReason::Format,
         ),
+        // An address with no number (`s/n`, `sem número`) where the house number goes.
+        (
+            "s/n",
+            Locale::PtBr,
+            "house_number",
+            "s/n",
+            InvalidReason::Format,
+        ),
+        (
+            "é S/N",
+            Locale::PtBr,
+            "house_number",
+            "S/N",
+            InvalidReason::Format,
+        ),
+        (
+            "é sem número",
+            Locale::PtBr,
+            "house_number",
+            "sem número",
+            InvalidReason::Format,
+        ),
     ] {
         let got = extract_clear(&all, text, locale);
         assert!(got.values.is_empty(), "{text}: {got:?}");

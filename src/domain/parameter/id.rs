@@ -141,7 +141,7 @@ impl IdPattern {
     }
 
     /// MG-4a: the canonical id of a plain form (`1001` → `PED-1001`).
-    pub(super) fn canonical_plain(&self, token: &str) -> Option<String> {
+    pub fn canonical_plain(&self, token: &str) -> Option<String> {
         let plain = self.plain.as_ref()?;
         if !plain.is_match(token) {
             return None;

@@ -10,7 +10,9 @@ use super::cep::cep_canonical;
 use super::date::parse_date;
 use super::money::{money_read, MoneyRead};
 use super::number::{decimal_separator, is_digits, number_value, numeric_shape, Ambiguity};
-use super::scan::{standalone, Literal, CEP_SHAPE, CEP_SPACED, DASHED_DIGITS, DATE_SHAPE};
+use super::scan::{
+    standalone, Literal, CEP_SHAPE, CEP_SPACED, DASHED_DIGITS, DATE_SHAPE, NO_NUMBER,
+};
 use super::text::{is_inline_space, phrase, tokens};
 use super::validate::check_range;
 use super::{EnumValue, IdPattern, InvalidReason, ParameterKind};
@@ -341,6 +343,12 @@ impl Reader<'_> {
     }
 
     fn integer_candidates(&self, min: Option<i64>, max: Option<i64>) -> Vec<Candidate> {
+        let no_number = NO_NUMBER.find_iter(self.text).map(|m| Candidate {
+            span: m.range(),
+            value: Err(InvalidReason::Format),
+            label_only: false,
+            plain_id: false,
+        });
         self.literals
             .iter()
             .filter(|lit| lit.money_span.is_none())
@@ -361,6 +369,7 @@ impl Reader<'_> {
                     plain_id: false,
                 })
             })
+            .chain(no_number)
             .collect()
     }
 }

@@ -59,6 +59,10 @@ pub(super) static CEP_SHAPE: LazyLock<Regex> =
 /// form, so only with its label or alone.
 pub(super) static CEP_SPACED: LazyLock<Regex> =
     LazyLock::new(|| static_regex(r"(?:[0-9]{5}|[0-9]{2}\.[0-9]{3}) [0-9]{3}"));
+/// A Brazilian address's "no number" (`s/n`, `s/nº`, `sem número`): said where a house number
+/// goes, it is an invalid number to explain, not a message to misread.
+pub(super) static NO_NUMBER: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"(?i)\bs/ ?n(?:º|°|o\b|\b)|\bsem n[úu]mero\b"));
 pub(super) static DASHED_DIGITS: LazyLock<Regex> = LazyLock::new(|| static_regex(r"[0-9]+-[0-9]+"));
 pub(super) static DATE_SHAPE: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(r"[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}|[0-9]{1,2}/[0-9]{1,2}/[0-9]{4}")
