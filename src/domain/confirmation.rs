@@ -935,9 +935,10 @@ pub fn answer_after_asides(
     let clauses = clauses(text)?;
     let alone = |c: &[String]| recognise_with(&c.join(" "), action_verbs);
     // The answer is every clause after the last aside, read together (`sim, cancela`).
-    let last_aside = clauses
-        .iter()
-        .rposition(|c| alone(c).is_none() && is_aside(c, catalog_verbs))?;
+    let last_aside = clauses.iter().rposition(|c| {
+        alone(c).is_none()
+            && (is_aside(c, catalog_verbs) || opened_aside(c, catalog_verbs).is_some())
+    })?;
     let (earlier, answer) = clauses.split_at(last_aside + 1);
     let answer: Vec<String> = answer.iter().map(|c| c.join(" ")).collect();
     // No clause after the last aside: nothing to read, and `recognise_with` decides nothing.
@@ -946,9 +947,41 @@ pub fn answer_after_asides(
         .iter()
         .all(|c| match alone(c) {
             Some(said) => said == answer,
-            None => is_aside(c, catalog_verbs),
+            None => {
+                is_aside(c, catalog_verbs)
+                    || opened_aside(c, catalog_verbs)
+                        .is_some_and(|opened| opened.is_none_or(|o| o == answer))
+            }
         })
         .then_some(answer)
+}
+
+/// A clause that opens with answer words and goes on with an aside (`ok she agrees`, `sim, ela
+/// concordou`): `Some` with the opening's polarity (`None` when it opened with filler only).
+/// Mixed openings (`ok no`) are no such clause.
+fn opened_aside(clause: &[String], catalog_verbs: &[String]) -> Option<Option<Confirmation>> {
+    let words: Vec<String> = clause.iter().cloned().map(unstretched).collect();
+    let mut at = 0;
+    let mut said: Option<Confirmation> = None;
+    while let Some((len, kind)) = longest_phrase(words.get(at..).unwrap_or(&[]), at == 0) {
+        match kind {
+            Filler => {}
+            Answer(p) => {
+                let p = match p {
+                    Affirm => Confirmation::Affirm,
+                    Deny => Confirmation::Deny,
+                };
+                if said.is_some_and(|s| s != p) {
+                    break;
+                }
+                said = Some(p);
+            }
+            _ => break,
+        }
+        at += len;
+    }
+    let rest = words.get(at..).unwrap_or(&[]);
+    (at > 0 && !rest.is_empty() && is_aside(rest, catalog_verbs)).then_some(said)
 }
 
 /// Words that take leave on their own (folded): `bye`, `tchau`.
@@ -2228,6 +2261,9 @@ mod tests {
             "sorry my cat walked on the phone. yes cancel it",
             "foi mal, meu filho pegou o celular. sim, cancela",
             "rsrs desculpa a demora. pode sim",
+            // An aside opened by the same answer.
+            "ok she agrees. yes, go ahead and cancel it",
+            "sim ela concordou. pode cancelar",
         ] {
             assert_eq!(read(text), Some(Confirmation::Affirm), "{text}");
         }
@@ -2248,6 +2284,8 @@ mod tests {
             "when does it arrive. ok",
             "i'm not sure. yes",
             "sorry my cat walked on the phone. yes?",
+            // An aside opened by the other answer is mixed.
+            "no she agrees. yes cancel it",
             // Laughter decides nothing alone.
             "kkkk",
             "lol",
