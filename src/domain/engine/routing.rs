@@ -76,6 +76,14 @@ impl Run<'_> {
                 self.out.settled_without_model = true;
                 return Ok(());
             }
+            // A resend (a bad connection delivers the request again: `quero cancelar o pedido
+            // 310120` twice) is no answer to the confirmation its first copy opened, however
+            // its words read: the question is asked again and nothing executes.
+            Some(TransactionStatus::AwaitingConfirmation) if self.resends_last_message(text) => {
+                self.out.settled_without_model = true;
+                self.ask_pending();
+                return Ok(());
+            }
             Some(TransactionStatus::AwaitingConfirmation) => match self.recognise(text) {
                 Some(Confirmation::Affirm) => {
                     self.out.settled_without_model = true;
@@ -514,6 +522,26 @@ impl Run<'_> {
         let verbs = self.confirmation_verbs();
         confirmation::recognise_with(text, &verbs)
             .or_else(|| confirmation::answer_after_asides(text, &verbs, &self.catalog_verbs()))
+    }
+
+    /// Whether `text` is the customer's previous message again (compared folded, spacing
+    /// aside) and that message opened the transaction: the request resent. A message repeated
+    /// after a correction was asked again (`sim, cancela o PED-2003` twice) is an answer.
+    fn resends_last_message(&self, text: &str) -> bool {
+        let (Some(last), Some(tx)) = (
+            self.state
+                .history
+                .iter()
+                .rev()
+                .find(|e| e.role == crate::domain::state::Speaker::User),
+            self.active(),
+        ) else {
+            return false;
+        };
+        let fold = |t: &str| crate::domain::parameter::folded_words(t).join(" ");
+        tx.turn_ids.first() == Some(&last.turn_id)
+            && !fold(text).is_empty()
+            && fold(text) == fold(&last.text)
     }
 
     /// PR-6 with MG-6: whether `text` affirms while saying back the values the confirmation

@@ -338,8 +338,9 @@ impl SegmentReading<'_> {
     /// marker) says the request is one of them: when the most probable request reads a value in
     /// the message, the tools that read none leave the normalisation (`meu cep novo é
     /// 88015-600, preciso que o pedido vá pra lá`: the address change, 0.75 with the bill and the
-    /// tracking beside it). Like the other second looks, it may make the message's own request
-    /// surer, never name another one.
+    /// tracking beside it); when it reads the most values of all, so do the tools that read
+    /// fewer. Like the other second looks, it may make the message's own request surer, never
+    /// name another one.
     pub(super) fn decide_given_values(
         &self,
         x: &[f32],
@@ -351,14 +352,28 @@ impl SegmentReading<'_> {
         let Some(top) = intent_of(&plain) else {
             return plain;
         };
-        let reads = |tool: &str| {
+        let count = |tool: &str| {
             self.assistant
                 .and_then(|a| a.tools.get(tool))
-                .is_some_and(|t| reads_a_value(t, text, locale))
+                .map_or(0, |t| values_read(t, text, locale))
         };
-        if !reads(top) {
+        let at_top = count(top);
+        if at_top == 0 {
             return plain;
         }
+        // When the most probable request reads the most values (`PED-73745, cep 60160-230,
+        // number 987`: only the address change takes all three), the tools that read fewer
+        // leave too.
+        let most = ranked
+            .iter()
+            .filter_map(|(l, _)| match l {
+                Label::Tool(t) => Some(count(t)),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
+        let floor = if at_top == most { most } else { 1 };
+        let reads = |tool: &str| count(tool) >= floor;
         // An id of the assistant's own pattern (`Status PED-9999.`) is no request it does not
         // serve: with nothing in flight, "none of these" leaves too.
         let own_id = !self.in_transaction
@@ -470,7 +485,21 @@ pub(super) fn only_the_verb(tool: &Tool, text: &str) -> bool {
 /// Whether the typed parsers clearly read one of `tool`'s parameters in `text` (PR-1's reading:
 /// a distinctive form anywhere, a plain one only alone).
 pub(super) fn reads_a_value(tool: &Tool, text: &str, locale: Locale) -> bool {
-    reads_one_of(tool, text, locale, |_| true)
+    values_read(tool, text, locale) > 0
+}
+
+/// How many of `tool`'s parameters the typed parsers clearly read in `text`.
+pub(super) fn values_read(tool: &Tool, text: &str, locale: Locale) -> usize {
+    let params: Vec<parameter::LabelledParameter<'_>> = tool
+        .parameters
+        .iter()
+        .map(|p| parameter::LabelledParameter {
+            name: &p.name,
+            kind: &p.kind,
+            labels: &[],
+        })
+        .collect();
+    parameter::extract_clear(&params, text, locale).values.len()
 }
 
 /// Whether the typed parsers read one of `tool`'s id parameters (of its configured pattern) in
