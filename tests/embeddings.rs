@@ -75,7 +75,16 @@ async fn model_capped(
     cache: Option<std::path::PathBuf>,
     max_concurrency: Option<usize>,
 ) -> Result<ConfiguredModel, String> {
-    let catalog = catalog();
+    model_of(catalog(), base_url, timeout_seconds, cache, max_concurrency).await
+}
+
+async fn model_of(
+    catalog: Arc<Catalog>,
+    base_url: &str,
+    timeout_seconds: f64,
+    cache: Option<std::path::PathBuf>,
+    max_concurrency: Option<usize>,
+) -> Result<ConfiguredModel, String> {
     let settings = Arc::new(Settings::default());
     let profiles = profiles(base_url, timeout_seconds);
     let skills =
@@ -742,4 +751,55 @@ fn eval_clinc150_reports_in_scope_accuracy_and_oos_recall_at_a_val_threshold() {
         "{stderr}"
     );
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The router's second looks make a request surer from what the message says beside its
+/// sentence: an order number as bare digits after `order` / `pedido` (embedded as an id), a
+/// value only one tool takes besides the id, and the abandon reading with nothing in flight
+/// beside a tool's own verb. Each at or above the default threshold (0.90).
+#[tokio::test]
+async fn what_a_message_says_beside_its_sentence_makes_the_request_surer() {
+    // The example assistant (its address change, CEPs and action verbs); its head is fitted
+    // once into the cache `tests/eval_conversations.rs` shares.
+    let example =
+        turnstile::config::agents::load_catalog(std::path::Path::new("config/agents.example.yaml"))
+            .expect("example config");
+    let cache =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("eval-conversations-embeddings");
+    let model = model_of(Arc::new(example), &upstream(), 5.0, Some(cache), None)
+        .await
+        .unwrap_or_else(|e| {
+            panic!("{e}\n(the embeddings server must run: `bash scripts/services.sh up`)")
+        });
+    let route_request = |message: &str| RouterRequest {
+        assistant: "retail-bot".into(),
+        ..route_request(message)
+    };
+    for (text, tool) in [
+        ("hey where is my order 76123", "retail_order_tracking"),
+        (
+            "QUERO SABER ONDE ESTA O MEU PEDIDO 310777",
+            "retail_order_tracking",
+        ),
+        (
+            "please deliver order PED-76555 to cep 04538-133 number 12 instead",
+            "retail_address_change",
+        ),
+        ("ah, já entendi. então cancela ele", "retail_order_cancel"),
+        ("nem saiu ainda?? então cancela ele", "retail_order_cancel"),
+    ] {
+        let d = model
+            .route(&route_request(text), ctx())
+            .await
+            .expect("answer");
+        match &d {
+            RouterDecision::Route {
+                intent, confidence, ..
+            } => {
+                assert_eq!(intent.as_deref(), Some(tool), "{text:?}: {d:?}");
+                assert!(*confidence >= 0.90, "{text:?}: {d:?}");
+            }
+            _ => panic!("{text:?}: {d:?}"),
+        }
+    }
 }

@@ -1,5 +1,5 @@
-//! What the embeddings model reads of a message: laughter dropped, shouting lowered and chat's
-//! `k` written `ok`. The
+//! What the embeddings model reads of a message: laughter dropped, shouting lowered, chat's
+//! `k` written `ok` and a space put after a comma glued to the next word. The
 //! configured examples are
 //! written without it, and `kkkk` pulls a message away from every intent: `kkkk vc trabalha
 //! até q horas?` reads out of scope 0.94, the same question without it the hours intent 0.69.
@@ -48,10 +48,30 @@ pub(super) fn for_embedding(text: &str) -> String {
         }
     }
     if out.chars().any(char::is_alphanumeric) {
-        out
+        spaced_after_marks(&out)
     } else {
         text.to_owned()
     }
+}
+
+/// `IT,THE WHOLE 120 IS WRONG,I CANCELLED` → `IT, THE WHOLE 120 IS WRONG, I CANCELLED`: a
+/// comma or a full stop typed with no space between two words. The sentence model reads the
+/// glued words as one, and the message is read in clauses only where a space follows the mark.
+/// Numbers keep theirs (`1.050,00`).
+fn spaced_after_marks(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len() + 4);
+    for (i, c) in chars.iter().enumerate() {
+        out.push(*c);
+        let glued = matches!(c, ',' | '.' | ';' | '!' | '?')
+            && i > 0
+            && chars.get(i - 1).is_some_and(|p| p.is_alphabetic())
+            && chars.get(i + 1).is_some_and(|n| n.is_alphabetic());
+        if glued {
+            out.push(' ');
+        }
+    }
+    out
 }
 
 /// Whether most letters of the words without digits are capitals (at least six of them).
@@ -117,5 +137,23 @@ mod tests {
         );
         assert_eq!(read("meu CEP novo é 01310-100"), "meu CEP novo é 01310-100");
         assert_eq!(read("I want to pay with PIX"), "I want to pay with PIX");
+    }
+
+    #[test]
+    fn a_mark_glued_to_the_next_word_gets_its_space() {
+        let read = for_embedding;
+        assert_eq!(
+            read("I WANT TO DISPUTE IT,THE WHOLE 120 IS WRONG,I CANCELLED"),
+            "i want to dispute it, the whole 120 is wrong, i cancelled"
+        );
+        assert_eq!(
+            read("oi,tudo bem?quero ver a fatura"),
+            "oi, tudo bem? quero ver a fatura"
+        );
+        // Numbers, ids and amounts keep their marks.
+        assert_eq!(
+            read("contest R$ 1.050,00 on PED-1001"),
+            "contest R$ 1.050,00 on PED-1001"
+        );
     }
 }

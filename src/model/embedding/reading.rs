@@ -407,6 +407,8 @@ impl SegmentReading<'_> {
     /// address change 0.73; out of scope 0.62). Only with no transaction in flight, where a
     /// verb cannot mean "abandon what is pending". A message that says nothing but the verb
     /// (`quero contestar`: 0.65 beside the contestation's questions) asks for the tool alone.
+    /// So does one read most as abandoning (`então cancela ele`), as nothing is in flight to
+    /// abandon: that reading joins the tool's.
     pub(super) fn decide_given_verb(
         &self,
         x: &[f32],
@@ -419,19 +421,36 @@ impl SegmentReading<'_> {
         // `quero contestar`, `I want to track`: nothing but the verb, so no question about the
         // tool either.
         let bare = only_the_verb(spec, text);
-        if !bare && !reads_a_value(spec, text, locale) {
+        let ranked = self.index.rank(x);
+        // `então cancela ele` after a look-up reads as abandoning what is in flight (1.00), and
+        // nothing is: with the tool's own verb named, that reading is the request for it.
+        let abandons =
+            !self.in_transaction && ranked.first().is_some_and(|(l, _)| **l == Label::Cancel);
+        if !bare && !abandons && !reads_a_value(spec, text, locale) {
             return None;
         }
-        let own: Vec<(&Label, f32)> = self
-            .index
-            .rank(x)
+        let abandoning: f32 = if abandons {
+            ranked
+                .iter()
+                .filter(|(l, _)| **l == Label::Cancel)
+                .map(|(_, p)| p)
+                .sum()
+        } else {
+            0.0
+        };
+        let mut own: Vec<(&Label, f32)> = ranked
             .into_iter()
             .filter(|(l, _)| match l {
                 Label::Tool(t) => t == tool,
                 Label::Topic { tool: Some(t), .. } => t == tool && !bare,
                 _ => false,
             })
+            .map(|(l, p)| match l {
+                Label::Tool(_) => (l, p + abandoning),
+                _ => (l, p),
+            })
             .collect();
+        own.sort_by(|a, b| b.1.total_cmp(&a.1));
         Some(route_from(&own, self.assistant, false, None))
     }
 }
@@ -440,7 +459,8 @@ impl SegmentReading<'_> {
 /// it is one: a verb several tools share (`check`, `enviar`) names none, and two tools named
 /// name none.
 pub(super) fn named_by_verb<'a>(assistant: &'a Assistant, text: &str) -> Option<&'a str> {
-    let words: Vec<String> = confirmation::clauses(text)?.into_iter().flatten().collect();
+    // A negation holds within its clause: `ainda nem saiu?? então cancela ele` names the verb.
+    let clauses = confirmation::clauses(text)?;
     let verbs: Vec<(&str, Vec<String>)> = assistant
         .tools
         .iter()
@@ -452,7 +472,7 @@ pub(super) fn named_by_verb<'a>(assistant: &'a Assistant, text: &str) -> Option<
         })
         .collect();
     let shared = |v: &Vec<String>, tool: &str| verbs.iter().any(|(t, w)| w == v && *t != tool);
-    let said = |v: &Vec<String>| confirmation::said_unnegated(&words, v);
+    let said = |v: &Vec<String>| clauses.iter().any(|c| confirmation::said_unnegated(c, v));
     let mut named = verbs
         .iter()
         .filter(|(tool, v)| !shared(v, tool) && said(v))
