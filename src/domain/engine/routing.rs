@@ -168,8 +168,11 @@ impl Run<'_> {
             Some(TransactionStatus::AwaitingConfirmation) => {
                 confirmation::opens_with_consent(text, &self.confirmation_verbs())
             }
+            // `obrigado, só isso` holds a yes word (`isso`) but takes leave: a closing is no
+            // consent while values are being asked for.
             Some(TransactionStatus::CollectingParameters | TransactionStatus::PreValidation) => {
                 confirmation::recognise(text) == Some(Confirmation::Affirm)
+                    && !confirmation::says_goodbye(text)
             }
             _ => false,
         }
