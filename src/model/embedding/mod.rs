@@ -905,17 +905,36 @@ mod tests {
         let a = catalog.assistants.values().next().unwrap();
         let contest = a.tools.get("billing_contestation").unwrap();
         let track = a.tools.get("retail_order_tracking").unwrap();
-        assert!(reading::only_the_verb(contest, "quero contestar"));
-        assert!(reading::only_the_verb(track, "I want to track"));
-        assert!(!reading::only_the_verb(contest, "quero contestar isso aí"));
+        assert!(reading::only_the_verb(contest, "quero contestar", true));
+        assert!(reading::only_the_verb(track, "I want to track", true));
         assert!(!reading::only_the_verb(
             contest,
-            "how long does it take to contest"
+            "quero contestar isso aí",
+            true
         ));
-        assert!(!reading::only_the_verb(contest, "quero"));
+        assert!(!reading::only_the_verb(
+            contest,
+            "how long does it take to contest",
+            true
+        ));
+        assert!(!reading::only_the_verb(contest, "quero", true));
         // A verb alone frames no request (`show` is Portuguese slang for "great").
         let bill = a.tools.get("billing_show_bill").unwrap();
-        assert!(!reading::only_the_verb(bill, "show"));
+        assert!(!reading::only_the_verb(bill, "show", true));
+        // With a pronoun for its object it asks (`show it`, `me mostra ela`), unless something
+        // was in flight for the pronoun to mean (`esquece, cancela isso`).
+        assert!(reading::only_the_verb(bill, "ok show it", true));
+        assert!(reading::only_the_verb(
+            bill,
+            "então me mostra ela por favor",
+            true
+        ));
+        let cancel = a.tools.get("retail_order_cancel").unwrap();
+        assert!(!reading::only_the_verb(
+            cancel,
+            "esquece, cancela isso",
+            false
+        ));
     }
 
     #[test]

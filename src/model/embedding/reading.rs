@@ -420,7 +420,9 @@ impl SegmentReading<'_> {
         let spec = assistant.tools.get(tool)?;
         // `quero contestar`, `I want to track`: nothing but the verb, so no question about the
         // tool either.
-        let bare = only_the_verb(spec, text);
+        // A pronoun object is what was just cancelled when the message cancelled something
+        // (`esquece, cancela isso`): only with nothing in flight at all.
+        let bare = only_the_verb(spec, text, !self.in_transaction);
         let ranked = self.index.rank(x);
         // `então cancela ele` after a look-up reads as abandoning what is in flight (1.00), and
         // nothing is: with the tool's own verb named, that reading is the request for it.
@@ -483,8 +485,9 @@ pub(super) fn named_by_verb<'a>(assistant: &'a Assistant, text: &str) -> Option<
 
 /// Whether `text` says nothing but a request frame and `tool`'s action verbs (`quero
 /// contestar`): it frames a request, and every word that is not filler or framing is a word of
-/// one of its verbs. A verb alone is no request: `show` is also Portuguese slang for "great".
-pub(super) fn only_the_verb(tool: &Tool, text: &str) -> bool {
+/// one of its verbs. A verb alone is no request: `show` is also Portuguese slang for "great";
+/// with a pronoun for its object (`show it`) it is, when `objects` (nothing was in flight).
+pub(super) fn only_the_verb(tool: &Tool, text: &str, objects: bool) -> bool {
     let verb_words: Vec<String> = tool
         .action_verbs
         .values()
@@ -492,12 +495,24 @@ pub(super) fn only_the_verb(tool: &Tool, text: &str) -> bool {
         .flat_map(|v| parameter::folded_words(v))
         .collect();
     let words = parameter::content_words(text, &[]);
-    let framed = words
-        .iter()
-        .any(|w| parameter::REQUEST_FRAME.contains(&w.as_str()));
+    // A verb with a pronoun for its object asks as surely as a framed one (`show it`, `me
+    // mostra ela`, `cancela ele`): `show` alone may be slang, `show it` is not.
+    const OBJECTS: &[&str] = &["it", "them", "ele", "ela", "eles", "elas", "isso"];
+    let all = parameter::folded_words(text);
+    let with_object = objects
+        && all
+            .windows(2)
+            .any(|pair| verb_words.contains(&pair[0]) && OBJECTS.contains(&pair[1].as_str()));
+    let framed = with_object
+        || words
+            .iter()
+            .any(|w| parameter::REQUEST_FRAME.contains(&w.as_str()));
+    // `por` of `por favor` (a filler phrase, whose words are not filler alone).
+    let pleading = all.windows(2).any(|pair| pair[0] == "por" && pair[1] == "favor");
     let said: Vec<&String> = words
         .iter()
         .filter(|w| !parameter::REQUEST_FRAME.contains(&w.as_str()))
+        .filter(|w| !(pleading && w.as_str() == "por"))
         .collect();
     framed && !said.is_empty() && said.iter().all(|w| verb_words.contains(w))
 }
