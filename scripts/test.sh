@@ -20,12 +20,12 @@ bash scripts/install-tools.sh
 # Floors of the whole-conversation eval (`turnstile eval conversations`, every conversation of
 # tests/data/conversations/, strict figures; docs/decision-quality.md "Whole conversations"):
 # the suite fails when turn accuracy or conversation success falls below its floor, or when more
-# turns than MAX_UNSAFE are unsafe. Set from what the set measures (91.8 % / 78.6 % / 8 with the
-# eighth author's 80 conversations; six of the eight unsafe turns are in test parts, two in the
-# eighth author's dev part, docs/decision-quality.md), so a change that breaks conversations fails.
-MIN_TURN_ACCURACY=0.91
-MIN_CONVERSATION_SUCCESS=0.77
-MAX_UNSAFE=8
+# turns than MAX_UNSAFE are unsafe. Set from what the set measures (91.3 % / 77.2 % / 12 with the
+# ninth author's 80 conversations; nine of the twelve unsafe turns are in test parts,
+# docs/decision-quality.md), so a change that breaks conversations fails.
+MIN_TURN_ACCURACY=0.905
+MIN_CONVERSATION_SUCCESS=0.765
+MAX_UNSAFE=12
 
 started=0
 secure_started=0

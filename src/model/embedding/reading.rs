@@ -508,7 +508,9 @@ pub(super) fn only_the_verb(tool: &Tool, text: &str, objects: bool) -> bool {
             .iter()
             .any(|w| parameter::REQUEST_FRAME.contains(&w.as_str()));
     // `por` of `por favor` (a filler phrase, whose words are not filler alone).
-    let pleading = all.windows(2).any(|pair| pair[0] == "por" && pair[1] == "favor");
+    let pleading = all
+        .windows(2)
+        .any(|pair| pair[0] == "por" && pair[1] == "favor");
     let said: Vec<&String> = words
         .iter()
         .filter(|w| !parameter::REQUEST_FRAME.contains(&w.as_str()))
