@@ -352,11 +352,22 @@ impl SegmentReading<'_> {
         let Some(top) = intent_of(&plain) else {
             return plain;
         };
-        let count = |tool: &str| {
-            self.assistant
-                .and_then(|a| a.tools.get(tool))
-                .map_or(0, |t| values_read(t, text, locale))
-        };
+        // Each tool's count of values read, once: the typed parsers run per tool.
+        let counts: BTreeMap<&str, usize> = ranked
+            .iter()
+            .filter_map(|(l, _)| match l {
+                Label::Tool(t) => Some(t.as_str()),
+                _ => None,
+            })
+            .map(|t| {
+                let n = self
+                    .assistant
+                    .and_then(|a| a.tools.get(t))
+                    .map_or(0, |spec| values_read(spec, text, locale));
+                (t, n)
+            })
+            .collect();
+        let count = |tool: &str| counts.get(tool).copied().unwrap_or(0);
         let at_top = count(top);
         if at_top == 0 {
             return plain;
@@ -364,14 +375,7 @@ impl SegmentReading<'_> {
         // When the most probable request reads the most values (`PED-73745, cep 60160-230,
         // number 987`: only the address change takes all three), the tools that read fewer
         // leave too.
-        let most = ranked
-            .iter()
-            .filter_map(|(l, _)| match l {
-                Label::Tool(t) => Some(count(t)),
-                _ => None,
-            })
-            .max()
-            .unwrap_or(0);
+        let most = counts.values().copied().max().unwrap_or(0);
         let floor = if at_top == most { most } else { 1 };
         let reads = |tool: &str| count(tool) >= floor;
         // An id of the assistant's own pattern (`Status PED-9999.`) is no request it does not
@@ -527,32 +531,24 @@ pub(super) fn reads_a_value(tool: &Tool, text: &str, locale: Locale) -> bool {
 
 /// How many of `tool`'s parameters the typed parsers clearly read in `text`.
 pub(super) fn values_read(tool: &Tool, text: &str, locale: Locale) -> usize {
-    let params: Vec<parameter::LabelledParameter<'_>> = tool
-        .parameters
-        .iter()
-        .map(|p| parameter::LabelledParameter {
-            name: &p.name,
-            kind: &p.kind,
-            labels: &[],
-        })
-        .collect();
-    parameter::extract_clear(&params, text, locale).values.len()
+    values_read_of(tool, text, locale, |_| true)
 }
 
 /// Whether the typed parsers read one of `tool`'s id parameters (of its configured pattern) in
 /// `text`.
 pub(super) fn reads_an_id(tool: &Tool, text: &str, locale: Locale) -> bool {
-    reads_one_of(tool, text, locale, |kind| {
+    values_read_of(tool, text, locale, |kind| {
         matches!(kind, parameter::ParameterKind::Id { .. })
-    })
+    }) > 0
 }
 
-fn reads_one_of(
+/// How many of `tool`'s parameters of the kinds `kind` accepts the typed parsers clearly read.
+fn values_read_of(
     tool: &Tool,
     text: &str,
     locale: Locale,
     kind: impl Fn(&parameter::ParameterKind) -> bool,
-) -> bool {
+) -> usize {
     let params: Vec<parameter::LabelledParameter<'_>> = tool
         .parameters
         .iter()
@@ -563,9 +559,7 @@ fn reads_one_of(
             labels: &[],
         })
         .collect();
-    !parameter::extract_clear(&params, text, locale)
-        .values
-        .is_empty()
+    parameter::extract_clear(&params, text, locale).values.len()
 }
 
 pub(super) fn intent_of(decision: &RouterDecision) -> Option<&str> {
