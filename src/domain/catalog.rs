@@ -107,6 +107,32 @@ impl Tool {
     pub fn parameter(&self, name: &str) -> Option<&ParameterSpec> {
         self.parameters.iter().find(|p| p.name == name)
     }
+
+    /// PR-1: the typed parsers' clear reading of `text` for this tool's parameters, each
+    /// introduced by its names as labels.
+    pub fn read_clear_values(
+        &self,
+        text: &str,
+        locale: Locale,
+        options: super::parameter::ClearOptions<'_>,
+    ) -> super::parameter::Extraction {
+        let labels: Vec<Vec<String>> = self
+            .parameters
+            .iter()
+            .map(|p| p.names().collect())
+            .collect();
+        let params: Vec<super::parameter::LabelledParameter<'_>> = self
+            .parameters
+            .iter()
+            .zip(&labels)
+            .map(|(p, labels)| super::parameter::LabelledParameter {
+                name: &p.name,
+                kind: &p.kind,
+                labels,
+            })
+            .collect();
+        super::parameter::extract_clear_with(&params, text, locale, options)
+    }
 }
 
 /// Something the router recognises that is not a request (PR-3a, SC-9): a question about a

@@ -187,7 +187,7 @@ impl Run<'_> {
         let tool = self.active().map(|t| t.tool.clone());
         let gives_a_value = rest.is_some_and(|rest| {
             self.assistant.tools.values().any(|t| {
-                !super::values::read_clear_values(t, rest, self.turn.locale, Default::default())
+                !t.read_clear_values(rest, self.turn.locale, Default::default())
                     .values
                     .is_empty()
             })
@@ -335,7 +335,8 @@ impl Run<'_> {
         }) || self.asks_which_value(&words);
         !points_back
             || confirmation::names_a_verb_unnegated(text, &verbs)
-            || !super::values::read_clear_values(tool, text, self.turn.locale, Default::default())
+            || !tool
+                .read_clear_values(text, self.turn.locale, Default::default())
                 .values
                 .is_empty()
     }
@@ -409,7 +410,7 @@ impl Run<'_> {
             return None;
         }
         let options = crate::domain::parameter::ClearOptions::default();
-        let reading = super::values::read_clear_values(tool, text, self.turn.locale, options);
+        let reading = tool.read_clear_values(text, self.turn.locale, options);
         if !reading.values.is_empty() || !reading.rejected.is_empty() {
             return None;
         }

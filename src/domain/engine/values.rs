@@ -8,10 +8,9 @@ use serde_json::Value;
 
 use super::handover::HandoffReason;
 use super::{confident, required_names, Flowing, Run};
-use crate::domain::catalog::{OnAttemptsExhausted, Tool};
+use crate::domain::catalog::OnAttemptsExhausted;
 use crate::domain::decision::{InterpreterAct, Skill};
 use crate::domain::effect::{Answer, FallbackReason, InterpreterRequest, ParameterBrief, Request};
-use crate::domain::locale::Locale;
 use crate::domain::parameter::{self, InvalidReason};
 use crate::domain::transaction::TransactionStatus;
 
@@ -83,23 +82,31 @@ impl Run<'_> {
 
     /// PR-1 for a number in words: a message that is nothing but a pending value written in
     /// words, its label and filler (`two hundred ten`, `número trezentos e doze`, `cento e
-    /// cinquenta reais`) fills it as its digits would. Inside any other sentence a number in
-    /// words is left to the model (`it was around seventy reais, I think`), as is an
-    /// approximation (`uns trinta e pouco`, `parameter::spelled`). Spans cover the message.
+    /// cinquenta reais`), or a correction of a collected one (`na verdade o cep é zero quatro
+    /// cinco três oito um três dois`, MG-6), reads as its digits would. Inside any other
+    /// sentence a number in words is left to the model (`it was around seventy reais, I
+    /// think`), as is an approximation (`uns trinta e pouco`, `parameter::spelled`). Spans
+    /// cover the message.
     fn spelled_reading(
         &self,
         text: &str,
-        whole: &parameter::Extraction,
+        typed: &parameter::Extraction,
     ) -> Option<parameter::Extraction> {
-        let pending = &self.active()?.missing_parameters;
-        if whole.values.iter().any(|v| pending.contains(&v.name)) {
+        let tx = self.active()?;
+        let settles = |r: &parameter::Extraction| {
+            r.values.iter().any(|v| {
+                tx.missing_parameters.contains(&v.name)
+                    || (r.whole && tx.arguments.get(&v.name).is_some_and(|old| *old != v.value))
+            })
+        };
+        if settles(typed) {
             return None;
         }
         let std::borrow::Cow::Owned(digits) = parameter::spelled::as_digits(text) else {
             return None;
         };
         let mut read = self.typed_reading(&digits)?;
-        if !(read.whole && read.values.iter().any(|v| pending.contains(&v.name))) {
+        if !(read.whole && settles(&read)) {
             return None;
         }
         for v in &mut read.values {
@@ -198,7 +205,7 @@ impl Run<'_> {
             correction,
             held: Some(&tx.arguments),
         };
-        Some(read_clear_values(tool, text, self.turn.locale, options))
+        Some(tool.read_clear_values(text, self.turn.locale, options))
     }
 
     /// MG-5: the typed parsers' clear reading of the message wins over a model's value for the
@@ -435,30 +442,6 @@ fn words_within(text: &str, max_chars: usize) -> &str {
     let head = &text[..cut];
     head.rfind(char::is_whitespace)
         .map_or(head, |space| head[..space].trim_end())
-}
-
-pub(super) fn read_clear_values(
-    tool: &Tool,
-    text: &str,
-    locale: Locale,
-    options: parameter::ClearOptions<'_>,
-) -> parameter::Extraction {
-    let labels: Vec<Vec<String>> = tool
-        .parameters
-        .iter()
-        .map(|p| p.names().collect())
-        .collect();
-    let params: Vec<parameter::LabelledParameter<'_>> = tool
-        .parameters
-        .iter()
-        .zip(&labels)
-        .map(|(p, labels)| parameter::LabelledParameter {
-            name: &p.name,
-            kind: &p.kind,
-            labels,
-        })
-        .collect();
-    parameter::extract_clear_with(&params, text, locale, options)
 }
 
 /// Words that frame any request rather than describe it (folded), beyond

@@ -9,6 +9,13 @@
 //! number. Words must follow the grammar of a number (`trezentos e doze`, not `dois e três`); a
 //! run stops at the first word that breaks it. Both locales' words are read in every message:
 //! customers mix them.
+//!
+//! Voice-to-text dictates codes digit by digit (`zero four five three eight one three three`,
+//! `três dois nove zero zero seis`): three digit words or more in a row, apart only by spaces,
+//! hyphens or commas, are one string of digits, leading zeros kept. Letters spelled out just
+//! before such a run (`P E D nine nine nine nine`, `pê é dê três dois…`) are the code's
+//! prefix, joined into one word (`PED 9999`): two single letters or more, or pt-BR letter names
+//! written with their accent (`pê`, `dê`; unaccented `de`, `e` are words).
 
 use std::borrow::Cow;
 use std::ops::Range;
@@ -25,7 +32,28 @@ pub fn as_digits(text: &str) -> Cow<'_, str> {
     let mut last = 0;
     let mut i = 0;
     while i < words.len() {
+        if let Some(len) = digit_run(text, &words[i..]) {
+            let first = spelled_prefix(text, &words, i, last);
+            out.push_str(&text[last..words[first].0.start]);
+            for (span, _) in &words[first..i] {
+                out.push_str(&letter_of(&text[span.clone()]).unwrap_or_default());
+            }
+            if first < i {
+                out.push(' ');
+            }
+            for (_, w) in &words[i..i + len] {
+                if let Some(Word::Unit(v)) = word(w) {
+                    out.push_str(&v.to_string());
+                }
+            }
+            last = words[i + len - 1].0.end;
+            i += len;
+            continue;
+        }
         match number_run(&words[i..]).filter(|&(len, _)| !approximate(&words, i, len)) {
+            Some((len, _)) if adjacent_runs(text, &words, i + len) > 0 => {
+                i += len + adjacent_runs(text, &words, i + len);
+            }
             Some((len, value)) => {
                 out.push_str(&text[last..words[i].0.start]);
                 out.push_str(&value.to_string());
@@ -40,6 +68,97 @@ pub fn as_digits(text: &str) -> Cow<'_, str> {
     }
     out.push_str(&text[last..]);
     Cow::Owned(out)
+}
+
+/// How many words the number runs right after a run ending before `at` take (only spaces or a
+/// hyphen apart). Two numbers in a row are no one value: `forty nine ninety` is a price (49.90),
+/// `nineteen ninety` a year; both are left as words, for the model.
+fn adjacent_runs(text: &str, words: &[Folded], at: usize) -> usize {
+    let mut end = at;
+    while end < words.len() && end > 0 {
+        let gap = &text[words[end - 1].0.end..words[end].0.start];
+        if !gap.chars().all(|c| c.is_whitespace() || c == '-') {
+            break;
+        }
+        match number_run(&words[end..]) {
+            Some((len, _)) => end += len,
+            None => break,
+        }
+    }
+    end - at
+}
+
+/// The length of a dictated run of digit words at the start of `words` (module doc): three or
+/// more, apart only by spaces, hyphens or commas.
+fn digit_run(text: &str, words: &[Folded]) -> Option<usize> {
+    let mut len = 0;
+    for (k, (span, folded)) in words.iter().enumerate() {
+        let apart = k == 0
+            || text[words[k - 1].0.end..span.start]
+                .chars()
+                .all(|c| c.is_whitespace() || c == '-' || c == ',');
+        if !apart || !matches!(word(folded), Some(Word::Unit(_))) {
+            break;
+        }
+        len += 1;
+    }
+    (len >= 3).then_some(len)
+}
+
+/// The index of the first of the spelled letters just before the word at `at` (`at` itself
+/// when fewer than two), not reaching back past `floor` (text already rewritten).
+fn spelled_prefix(text: &str, words: &[Folded], at: usize, floor: usize) -> usize {
+    let mut first = at;
+    while first > 0 {
+        let (span, _) = &words[first - 1];
+        let adjacent = text[span.end..words[first].0.start]
+            .chars()
+            .all(|c| c.is_whitespace() || c == '-' || c == '.');
+        if span.start < floor || !adjacent || letter_of(&text[span.clone()]).is_none() {
+            break;
+        }
+        first -= 1;
+    }
+    if at - first >= 2 {
+        first
+    } else {
+        at
+    }
+}
+
+/// A word that spells one letter: a single Latin letter, or a pt-BR letter name written with
+/// its accent.
+fn letter_of(raw: &str) -> Option<String> {
+    let mut chars = raw.chars();
+    if let (Some(c), None) = (chars.next(), chars.next()) {
+        if c.is_ascii_alphabetic() {
+            return Some(c.to_ascii_uppercase().to_string());
+        }
+    }
+    let letter = match raw.to_lowercase().as_str() {
+        "bê" => 'B',
+        "cê" => 'C',
+        "dê" => 'D',
+        "é" | "ê" => 'E',
+        "éfe" => 'F',
+        "gê" => 'G',
+        "agá" => 'H',
+        "cá" => 'K',
+        "éle" => 'L',
+        "ême" | "eme" => 'M',
+        "êne" => 'N',
+        "ó" => 'O',
+        "pê" => 'P',
+        "quê" => 'Q',
+        "érre" | "erre" => 'R',
+        "ésse" | "esse" => 'S',
+        "tê" => 'T',
+        "vê" => 'V',
+        "xis" => 'X',
+        "zê" => 'Z',
+        _ => return None,
+    };
+    Some(letter.to_string())
 }
 
 /// Whether the run of `len` words at `at` is an approximation (`uns trinta e pouco`, `around
@@ -249,6 +368,40 @@ mod tests {
     }
 
     #[test]
+    fn dictated_digits_and_spelled_letters_read_as_a_code() {
+        for (text, want) in [
+            (
+                "the zip code is zero four five three eight one three three",
+                "the zip code is 04538133",
+            ),
+            (
+                "my order ped five three seven two zero because i moved",
+                "my order ped 53720 because i moved",
+            ),
+            (
+                "the number is P E D nine nine nine nine",
+                "the number is PED 9999",
+            ),
+            (
+                "o pedido pê é dê três dois zero nove um quatro",
+                "o pedido PED 320914",
+            ),
+            ("cep zero um três um zero, um zero zero", "cep 01310100"),
+            (
+                "o cep é zero um três um zero um zero zero e o numero da casa é quarenta e cinco",
+                "o cep é 01310100 e o numero da casa é 45",
+            ),
+        ] {
+            assert_eq!(digits(text), want, "{text}");
+        }
+        // Two digit words are no code (`one two` stays what it was); a letter alone or an
+        // unaccented word is no spelled prefix.
+        assert_eq!(digits("one or two"), "one or two");
+        assert_eq!(digits("é de três dois um"), "é de 321");
+        assert_eq!(digits("número a um dois três"), "número a 123");
+    }
+
+    #[test]
     fn approximations_are_no_value() {
         for text in [
             "uns trinta e pouco",
@@ -275,7 +428,12 @@ mod tests {
         ] {
             assert_eq!(digits(text), text, "{text}");
         }
-        // A run stops where the grammar breaks: `dois e três` is two numbers, not five.
-        assert_eq!(digits("twenty twenty"), "20 20");
+        // Two numbers in a row are no one value (a price, a year): left as words.
+        assert_eq!(digits("twenty twenty"), "twenty twenty");
+        assert_eq!(
+            digits("a charge of forty nine ninety for a movie"),
+            "a charge of forty nine ninety for a movie"
+        );
+        assert_eq!(digits("nineteen ninety-nine"), "nineteen ninety-nine");
     }
 }

@@ -118,7 +118,9 @@ impl EmbeddingModel {
     /// What the model reads of `message`: laughter and shouting normalised, ids read as their
     /// parameter's example, typos mended against the assistant's words.
     fn as_embedded(&self, assistant: &str, message: &str) -> String {
-        let normalised = normalise::for_embedding(message);
+        // Numbers in words as digits, so a dictated id stands in like a typed one.
+        let digits = parameter::spelled::as_digits(message);
+        let normalised = normalise::for_embedding(&digits);
         let Some((vocabulary, ids)) = self.readings.get(assistant) else {
             return normalised;
         };
@@ -298,6 +300,45 @@ impl EmbeddingModel {
     }
 
     pub async fn route(&self, request: &RouterRequest) -> ModelAnswer<RouterDecision> {
+        let decision = self.route_message(request).await?;
+        Ok(self.with_spelled_values(request, decision))
+    }
+
+    /// A request whose values are written in words or dictated (`my order ped five three seven
+    /// two zero`, `cento e cinquenta reais`) carries them as its arguments, read as a language
+    /// model reads them: the routed tool's clear typed reading of the message with its numbers
+    /// as digits (`parameter::spelled`). The engine's typed parsers read typed forms only (PR-1)
+    /// and their reading wins over these (MG-5).
+    fn with_spelled_values(
+        &self,
+        request: &RouterRequest,
+        mut decision: RouterDecision,
+    ) -> RouterDecision {
+        let std::borrow::Cow::Owned(digits) = parameter::spelled::as_digits(&request.message)
+        else {
+            return decision;
+        };
+        if let RouterDecision::Route {
+            intent: Some(tool),
+            arguments,
+            ..
+        } = &mut decision
+        {
+            let tool = self
+                .catalog
+                .assistant(&request.assistant)
+                .and_then(|a| a.tools.get(tool.as_str()));
+            if let Some(tool) = tool {
+                let values = values_in_words(tool, &digits, request.locale, Default::default());
+                for (name, value) in values {
+                    arguments.entry(name).or_insert(value);
+                }
+            }
+        }
+        decision
+    }
+
+    async fn route_message(&self, request: &RouterRequest) -> ModelAnswer<RouterDecision> {
         let request = &RouterRequest {
             message: self.as_embedded(&request.assistant, &request.message),
             ..request.clone()
@@ -443,7 +484,7 @@ impl EmbeddingModel {
     /// other words stand around it. Only when the message holds one number-like token, so a
     /// sentence with several numbers (`I called 3 times about order 45`) is not guessed at; an
     /// invalid value is passed on as written, for the engine to explain (RP-4).
-    fn asked_value(&self, request: &InterpreterRequest) -> Option<(String, Value)> {
+    fn asked_value(&self, request: &InterpreterRequest) -> Option<BTreeMap<String, Value>> {
         asked_value(&self.catalog, request)
     }
 
@@ -462,7 +503,6 @@ impl EmbeddingModel {
     }
 }
 
-/// [`EmbeddingModel::asked_value`] over `catalog`.
 /// The words an assistant is written in: its examples, each tool's action verbs, title and
 /// parameter labels, and the confirmation recogniser's lexicon and farewells.
 fn vocabulary_of(assistant: &Assistant, labelled: &[(Label, String)]) -> typos::Vocabulary {
@@ -485,15 +525,31 @@ fn vocabulary_of(assistant: &Assistant, labelled: &[(Label, String)]) -> typos::
     typos::Vocabulary::from_texts(texts.iter().map(String::as_str))
 }
 
-fn asked_value(catalog: &Catalog, request: &InterpreterRequest) -> Option<(String, Value)> {
-    let asked = request.transaction.missing_parameters.first()?;
+/// [`EmbeddingModel::asked_value`] over `catalog`.
+fn asked_value(catalog: &Catalog, request: &InterpreterRequest) -> Option<BTreeMap<String, Value>> {
+    let missing = &request.transaction.missing_parameters;
+    let asked = missing.first()?;
     let tool = catalog
         .assistant(&request.assistant)?
         .tools
         .get(&request.transaction.tool)?;
     let spec = tool.parameter(asked)?;
+    let one = |value: &Value| Some(BTreeMap::from([(asked.clone(), value.clone())]));
     // A number in words is read as its digits (`two hundred ten`, `cento e cinquenta reais`).
     let message = parameter::spelled::as_digits(&request.message);
+    let options = parameter::ClearOptions {
+        asked: Some(asked),
+        ..Default::default()
+    };
+    // Values written in words or dictated, read as PR-1 reads typed ones: `o cep é zero quatro
+    // cinco três oito um três três número duzentos e dez` gives both.
+    if let std::borrow::Cow::Owned(digits) = &message {
+        let mut values = values_in_words(tool, digits, request.locale, options);
+        values.retain(|name, _| missing.contains(name));
+        if !values.is_empty() {
+            return Some(values);
+        }
+    }
     if matches!(spec.kind, parameter::ParameterKind::Text { .. })
         || number_like_tokens(&message) != 1
     {
@@ -501,26 +557,67 @@ fn asked_value(catalog: &Catalog, request: &InterpreterRequest) -> Option<(Strin
     }
     let reading = parameter::extract(&[(asked, &spec.kind)], &message, request.locale);
     if let Some(v) = reading.value(asked) {
-        return Some((asked.clone(), v.clone()));
+        return one(v);
     }
     if let Some(r) = reading.rejection(asked) {
-        return Some((asked.clone(), Value::String(r.raw.clone())));
+        return one(&Value::String(r.raw.clone()));
     }
-    // After an aside, a last sentence that is only the value answers the question asked, in
-    // the plain forms PR-1 reads only then (`desculpa, meu filho pegou o celular. é 82790`).
-    let last = last_sentence(&message)?;
     let labelled = [parameter::LabelledParameter {
         name: asked,
         kind: &spec.kind,
         labels: &[],
     }];
-    let options = parameter::ClearOptions {
-        asked: Some(asked),
-        ..Default::default()
-    };
-    let reading = parameter::extract_clear_with(&labelled, last, request.locale, options);
-    let value = reading.value(asked).filter(|_| reading.whole)?;
-    Some((asked.clone(), value.clone()))
+    // After an aside, a last sentence that is only the value answers the question asked, in
+    // the plain forms PR-1 reads only then (`desculpa, meu filho pegou o celular. é 82790`);
+    // so does a message's one number that ends it (`sorry it cut me off it's 53901`), not one
+    // said of something else before more words (`my neighbour's is 82790, I think`).
+    let answer = [last_sentence(&message), trailing_number(&message)]
+        .into_iter()
+        .flatten()
+        .find_map(|text| {
+            let reading = parameter::extract_clear_with(&labelled, text, request.locale, options);
+            reading.value(asked).filter(|_| reading.whole).and_then(one)
+        });
+    answer
+}
+
+/// The tool's values in `digits`, a message with its numbers in words rewritten as digits
+/// (`parameter::spelled`), read as PR-1 reads typed ones (the clear reading). Money only when it
+/// is the one number: its cents are often said apart (`seventy-one reais and ninety-nine cents`).
+fn values_in_words(
+    tool: &crate::domain::catalog::Tool,
+    digits: &str,
+    locale: crate::domain::locale::Locale,
+    options: parameter::ClearOptions<'_>,
+) -> BTreeMap<String, Value> {
+    let one_number = number_like_tokens(digits) == 1;
+    tool.read_clear_values(digits, locale, options)
+        .values
+        .into_iter()
+        .filter(|v| {
+            one_number
+                || !tool
+                    .parameter(&v.name)
+                    .is_some_and(|p| p.kind == parameter::ParameterKind::Money)
+        })
+        .map(|v| (v.name, v.value))
+        .collect()
+}
+
+/// The number-like token that ends a message (only punctuation, symbols or spaces after it).
+fn trailing_number(message: &str) -> Option<&str> {
+    let end = message.trim_end_matches(|c: char| !c.is_alphanumeric());
+    let start = end
+        .char_indices()
+        .rev()
+        .take_while(|&(i, c)| {
+            c.is_ascii_digit()
+                || (matches!(c, '.' | ',' | '-' | '/')
+                    && end[i + 1..].starts_with(|n: char| n.is_ascii_digit()))
+        })
+        .last()
+        .map(|(i, _)| i)?;
+    Some(&end[start..]).filter(|t| t.starts_with(|c: char| c.is_ascii_digit()))
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -854,11 +951,17 @@ mod tests {
     #[test]
     fn the_asked_value_in_a_sentence_is_provided_unless_the_message_is_read_as_another_decision() {
         let tool = Label::Tool("billing_contestation".to_owned());
-        let amount = Some(("amount".to_owned(), Value::String("99.90".to_owned())));
+        let amount = Some(BTreeMap::from([(
+            "amount".to_owned(),
+            Value::String("99.90".to_owned()),
+        )]));
         let request = collecting(&["amount"], "it was 99.90 each time");
         let d = interpret_from(&[(&tool, 0.8)], &request, amount.clone());
         assert_eq!(d.act, InterpreterAct::Provide);
-        assert_eq!(d.arguments.get("amount"), amount.as_ref().map(|a| &a.1));
+        assert_eq!(
+            d.arguments.get("amount"),
+            amount.as_ref().and_then(|a| a.get("amount"))
+        );
         // Another tool with little confidence does not take the answer away; a handoff does.
         let other = Label::Tool("billing_show_bill".to_owned());
         let d = interpret_from(&[(&other, 0.6), (&tool, 0.4)], &request, amount.clone());
@@ -890,7 +993,7 @@ mod tests {
         let ask = |message: &str| {
             let mut request = collecting(&["amount"], message);
             request.assistant = assistant.clone();
-            asked_value(&catalog, &request).map(|(_, v)| v)
+            asked_value(&catalog, &request).and_then(|v| v.get("amount").cloned())
         };
         let money = |s: &str| Some(Value::String(s.to_owned()));
         assert_eq!(ask("cento e cinquenta reais"), money("150.00"));
@@ -906,13 +1009,42 @@ mod tests {
             request.assistant = assistant.clone();
             request.transaction.agent = "retail".to_owned();
             request.transaction.tool = "retail_order_tracking".to_owned();
-            asked_value(&catalog, &request).map(|(_, v)| v)
+            asked_value(&catalog, &request).and_then(|v| v.get("order_id").cloned())
         };
         let id = Some(Value::String("PED-82790".to_owned()));
         assert_eq!(ask_id("desculpa, meu filho pegou o celular. é 82790"), id);
         assert_eq!(ask_id("sorry! 82790"), id);
         assert_eq!(ask_id("my neighbour is 82790, I think"), None);
         assert_eq!(ask_id("is it 82790? I'm not sure."), None);
+        // A message that ends with its one number answers with it; dictated digits likewise.
+        assert_eq!(ask_id("sorry it cut me off it's 82790"), id);
+        assert_eq!(
+            ask_id("sorry it cut me off it's eight two seven nine zero"),
+            id
+        );
+        assert_eq!(ask_id("I called 3 times already"), None);
+    }
+
+    // Dictated values (voice-to-text) are read as a language model reads them: every missing
+    // value the tool's clear reading finds in the message with its numbers as digits.
+    #[test]
+    fn dictated_values_fill_every_missing_parameter_they_name() {
+        let catalog = example_catalog();
+        let assistant = catalog.assistants.keys().next().expect("one").clone();
+        let mut request = collecting(
+            &["zip_code", "house_number"],
+            "o cep é zero quatro cinco três oito um três três número duzentos e dez apartamento cinquenta",
+        );
+        request.assistant = assistant;
+        request.locale = Locale::PtBr;
+        request.transaction.agent = "retail".to_owned();
+        request.transaction.tool = "retail_address_change".to_owned();
+        let values = asked_value(&catalog, &request).expect("values read");
+        assert_eq!(
+            values.get("zip_code"),
+            Some(&Value::String("04538-133".to_owned()))
+        );
+        assert_eq!(values.get("house_number"), Some(&Value::from(210)));
     }
 
     // MG-5: a question put to the assistant is no reason; the customer's own question may be.

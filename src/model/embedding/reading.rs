@@ -170,7 +170,7 @@ pub fn route_from(
 pub fn interpret_from(
     ranked: &[(&Label, f32)],
     request: &InterpreterRequest,
-    asked_value: Option<(String, Value)>,
+    asked_value: Option<BTreeMap<String, Value>>,
 ) -> InterpreterDecision {
     let active_tool = request.transaction.tool.as_str();
     let unclear = |confidence: f64| InterpreterDecision {
@@ -238,11 +238,11 @@ pub fn interpret_from(
         .sum();
     // A bare yes or no is no reason or description (the recogniser reads it as an answer).
     let read_as_other = answer.is_some() || other(top, *top_p);
-    if let (Some((name, value)), false) = (asked_value, read_as_other) {
+    if let (Some(values), false) = (asked_value, read_as_other) {
         // The asked parameter's value, read in a sentence PR-1 did not take as an answer.
         return InterpreterDecision {
             act: InterpreterAct::Provide,
-            arguments: BTreeMap::from([(name, value)]),
+            arguments: values,
             confidence: round(1.0 - other_decision),
         };
     }
