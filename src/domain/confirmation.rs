@@ -237,6 +237,15 @@ const LEXICON: &[(&str, Kind)] = &[
     ("final answer", Filler),
     ("go on", TRUE),
     ("proceed", TRUE),
+    // A bare `go` consents (`ok go`, `ok ok go 👍`); with its object named, consent goes on to
+    // the transaction (`proceed with the cancellation`).
+    ("go", TRUE),
+    ("proceed with", TRUE),
+    ("go ahead with", TRUE),
+    ("carry on with", TRUE),
+    ("go through with", TRUE),
+    ("continue", TRUE),
+    ("continue with", TRUE),
     ("please do", TRUE),
     ("do it", TRUE),
     ("do that", TRUE),
@@ -325,6 +334,14 @@ const LEXICON: &[(&str, Kind)] = &[
     ("just", MILD),
     ("all", MILD),
     // ---- en filler: politeness, pronouns, copulas, framings
+    // The operation named as the object of consent (`proceed with the cancellation`): a name,
+    // not a verb (`cancel`, `change` are the tools' verbs, PR-6).
+    ("the cancellation", Filler),
+    ("cancellation", Filler),
+    ("the contestation", Filler),
+    ("the address change", Filler),
+    ("the request", Filler),
+    ("the operation", Filler),
     ("please", Filler),
     ("pls", Filler),
     ("plz", Filler),
@@ -547,6 +564,20 @@ const LEXICON: &[(&str, Kind)] = &[
     ("pode fazer", TRUE),
     ("pode confirmar", TRUE),
     ("pode mandar", TRUE),
+    // Verbs of carrying the operation out (`pode efetuar a alteração`, `pode prosseguir`).
+    ("efetuar", TRUE),
+    ("efetua", TRUE),
+    ("efetue", TRUE),
+    ("realizar", TRUE),
+    ("realiza", TRUE),
+    ("realize", TRUE),
+    ("prosseguir", TRUE),
+    ("continuar", TRUE),
+    ("continua", TRUE),
+    ("siga", TRUE),
+    ("seguir com", TRUE),
+    ("continuar com", TRUE),
+    ("prosseguir com", TRUE),
     ("confirmo", TRUE),
     ("confirma", TRUE),
     ("confirmado", TRUE),
@@ -601,6 +632,18 @@ const LEXICON: &[(&str, Kind)] = &[
     ("bem", MILD),
     ("realmente", MILD),
     // ---- pt-BR filler
+    // The operation named as the object of consent (`pode efetuar a alteração`): a name, not
+    // a verb (`troca`, `cancela` are the tools' verbs, PR-6).
+    ("a alteracao", Filler),
+    ("alteracao", Filler),
+    ("o cancelamento", Filler),
+    ("cancelamento", Filler),
+    ("a contestacao", Filler),
+    ("contestacao", Filler),
+    ("a mudanca", Filler),
+    ("a operacao", Filler),
+    ("a solicitacao", Filler),
+    ("com", Filler),
     ("por favor", Filler),
     ("meu deus", Filler),
     ("oh my god", Filler),
@@ -1760,6 +1803,32 @@ mod tests {
             &["ai não", "ai, não", "humm, melhor não"],
             Some(Confirmation::Deny),
         );
+    }
+
+    #[test]
+    fn consent_to_carry_the_operation_out_affirms() {
+        // PR-6: a bare `go`, and a verb of carrying it out with the operation as its object.
+        all(
+            &[
+                "ok go",
+                "ok ok go 👍",
+                "Very well. Yes, please proceed with the cancellation.",
+                "go ahead with the address change",
+                "Agora está correto. Pode efetuar a alteração, por favor.",
+                "pode prosseguir com o cancelamento",
+                "sim, pode realizar a contestação",
+            ],
+            Some(Confirmation::Affirm),
+        );
+        all(
+            &[
+                "no, don't proceed with the cancellation",
+                "não efetua a alteração",
+            ],
+            Some(Confirmation::Deny),
+        );
+        // The operation named with nothing about it decides nothing.
+        all(&["the cancellation", "a alteração", "go back"], None);
     }
 
     #[test]
