@@ -1141,6 +1141,27 @@ const BESIDE_A_FAREWELL: &[&str] = &[
     "top",
     "y'all",
     "guys",
+    // What the thanks are for, in formal closings (`agradeço imensamente a atenção`, `muito
+    // obrigado pela presteza`, `thank you for your patience`).
+    "imensamente",
+    "presteza",
+    "paciencia",
+    "gentileza",
+    "atendimento",
+    "sua",
+    "seu",
+    "a",
+    "patience",
+    "assistance",
+    "service",
+    // Acknowledging before closing (`I understand. In that case, that will be all.`).
+    "i",
+    "understand",
+    "in",
+    "that",
+    "case",
+    "entendi",
+    "entendo",
 ];
 
 /// A wish that closes (folded words from `at`): `have a good one`, `have a nice day`, `tenha um
@@ -1205,6 +1226,7 @@ pub fn says_goodbye(clause: &str) -> bool {
     let words: Vec<String> = words.into_iter().flatten().map(unstretched).collect();
     let mut at = 0;
     let mut farewell = false;
+    let mut thanked = false;
     while at < words.len() {
         let rest = &words[at..];
         let phrase = FAREWELL_PHRASES
@@ -1212,22 +1234,37 @@ pub fn says_goodbye(clause: &str) -> bool {
             .filter(|p| rest.len() >= p.len() && rest.iter().zip(p.iter()).all(|(w, p)| w == p))
             .map(|p| p.len())
             .max()
-            .or_else(|| wish_at(rest));
+            .or_else(|| wish_at(rest))
+            // After thanks, a wish of the time of day closes (`grato pela atenção. boa noite`):
+            // no one greets after thanking.
+            .or_else(|| thanked.then(|| time_of_day_at(rest)).flatten());
+        let word = rest[0].as_str();
         if let Some(len) = phrase {
             farewell = true;
             at += len;
-        } else if FAREWELLS.contains(&rest[0].as_str())
-            || FAREWELLS.contains(&squeezed(&rest[0]).as_str())
-        {
+        } else if FAREWELLS.contains(&word) || FAREWELLS.contains(&squeezed(word).as_str()) {
             farewell = true;
             at += 1;
-        } else if BESIDE_A_FAREWELL.contains(&rest[0].as_str()) {
+        } else if BESIDE_A_FAREWELL.contains(&word)
+            || THANKS.contains(&word)
+            || BESIDE_THANKS.contains(&word)
+        {
+            thanked |= THANKS.contains(&word);
             at += 1;
         } else {
             return false;
         }
     }
     farewell
+}
+
+/// A pt-BR wish of the time of day at the start of `words` (`boa noite`, `bom dia`), as the
+/// number of words it takes.
+fn time_of_day_at(words: &[String]) -> Option<usize> {
+    match (words.first()?.as_str(), words.get(1)?.as_str()) {
+        ("boa", "noite" | "tarde") | ("bom", "dia") => Some(2),
+        _ => None,
+    }
 }
 
 /// Words that thank (folded).
@@ -1868,13 +1905,20 @@ mod tests {
             "thanks so much, have a great weekend",
             "ok that's all, thank you",
             "Thanks. Done here.",
+            // After thanks, a wish of the time of day closes; so do formal thanks.
+            "obrigada, boa tarde",
+            "Muito obrigado pela presteza. Boa noite.",
+            "Agradeço imensamente a atenção. Tenham uma ótima tarde.",
+            "Grato pela atenção. Boa noite.",
+            "I understand. In that case, that will be all. Thank you for your patience.",
         ] {
             assert!(says_goodbye(text), "{text}");
         }
         for text in [
             "thanks",
             "boa noite",
-            "obrigada, boa tarde",
+            // Greeting first: the wish opens (`boa tarde, obrigada por atender`).
+            "boa tarde, obrigada",
             "have a look",
             "era isso mesmo que eu queria cancelar",
             "that's all wrong",
