@@ -16,6 +16,7 @@
 //! - `session`: step 2's channel actions, step 4's classifier, handoff and end (SC-5, SC-6);
 //! - `handover`: the handoff event's routing context (SC-5) and the hand-back (SC-11);
 //! - `routing`: steps 3 to 6 for free text, the router and what its answer does;
+//! - `lookup`: a look-up after it ran — a follow-up on its result, another value for it (RP-1);
 //! - `values`: typed parsers, the interpreter's reading, validation and merging (PR-1, MG-*);
 //! - `lifecycle`: opening, advancing, executing and ending transactions (LC-1..LC-4);
 //! - `replies`: what the customer reads.
@@ -35,6 +36,7 @@ use crate::domain::turn::{Turn, TurnInput};
 mod coroutine;
 mod handover;
 mod lifecycle;
+mod lookup;
 mod replies;
 mod restore;
 mod routing;

@@ -227,6 +227,11 @@ impl Run<'_> {
             }
         }
         let after_cancel = cancelled.is_some();
+        if let (Routed::Nowhere { .. }, None, false) = (&routed, self.active(), after_cancel) {
+            if let Some((agent, tool)) = self.another_value_for_last_lookup(text) {
+                return Box::pin(self.route_fresh(text, agent, Some(tool), BTreeMap::new())).await;
+            }
+        }
         if let Routed::Topic { reply, ends } = routed {
             self.reply(reply);
             if ends {
@@ -363,7 +368,7 @@ impl Run<'_> {
 
     /// Step 6 with no transaction in flight: open the tool the router named, or say what the
     /// agent can do.
-    async fn route_fresh(
+    pub(super) async fn route_fresh(
         &mut self,
         text: &str,
         agent: String,
@@ -392,54 +397,6 @@ impl Run<'_> {
                 Ok(())
             }
         }
-    }
-
-    /// RP-1: a follow-up on the look-up that just completed (`when's it due again?`, `e chega
-    /// quando?`) is answered from its recorded result — no second call, no new transaction —
-    /// when the router names that same tool, it needs no confirmation (a look-up), and the
-    /// message gives no value (`and PED-1002?`, `track PED-1001 again` run it anew) and none of
-    /// the tool's action verbs (`track my order` runs it anew).
-    /// The result is the last successful attempt's evidence; a truncated one is not restated.
-    fn last_result_again(&mut self, tool_name: &str, text: &str) -> Option<String> {
-        let last = self.state.last_transaction.as_ref()?;
-        let tool = self.assistant.tools.get(tool_name)?;
-        if last.tool != tool_name
-            || last.status != TransactionStatus::Completed
-            || tool.confirmation
-        {
-            return None;
-        }
-        let options = crate::domain::parameter::ClearOptions::default();
-        let reading = tool.read_clear_values(text, self.turn.locale, options);
-        if !reading.values.is_empty() || !reading.rejected.is_empty() {
-            return None;
-        }
-        // A message with the tool's own verb asks for it again (`track my order`, `quero ver
-        // minha fatura`); a follow-up asks about what it said.
-        let words = crate::domain::parameter::content_words(text, &[]);
-        let names_action = tool.action_verbs.values().flatten().any(|verb| {
-            let verb = crate::domain::parameter::content_words(verb, &[]);
-            !verb.is_empty() && verb.iter().all(|v| words.contains(v))
-        });
-        if names_action {
-            return None;
-        }
-        let evidence = last
-            .evidence
-            .iter()
-            .rev()
-            .find(|e| e.outcome == crate::domain::transaction::AttemptOutcome::Ok)?;
-        if evidence.summary.ends_with('…') {
-            return None;
-        }
-        let data = serde_json::from_str(&evidence.summary)
-            .unwrap_or_else(|_| serde_json::Value::String(evidence.summary.clone()));
-        let (text, _) = self.replies().completed(tool, &last.arguments, &data);
-        self.out.results.push((
-            tool_name.to_owned(),
-            crate::domain::reply::ResultRendering::Restated,
-        ));
-        Some(text)
     }
 
     fn read_route(&mut self, answer: Result<RouterDecision, ModelFailure>) -> Routed {
