@@ -568,7 +568,7 @@ impl Run<'_> {
             .collect()
     }
 
-    fn confirmation_verbs(&self) -> Vec<String> {
+    pub(super) fn confirmation_verbs(&self) -> Vec<String> {
         // The tool's own name counts like its verbs (`yes, confirm the cancellation`, `confirmo
         // a contestação`): its words of four letters or more, in every locale.
         self.active_tool()

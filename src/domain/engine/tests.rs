@@ -104,3 +104,98 @@ fn a_suspended_turn_holds_a_small_future() {
         "the suspended turn's future is {bytes} bytes (the run alone is {run_bytes})"
     );
 }
+
+// MG-6: a correction with chat around it reads as the correction alone would; asides are set
+// apart only when the rest then reads whole.
+#[test]
+fn a_correction_beside_asides_corrects() {
+    let catalog =
+        crate::config::agents::load_catalog(std::path::Path::new("config/agents.example.yaml"))
+            .unwrap();
+    let settings = Settings::default();
+    let assistant = catalog.assistant("retail-bot").unwrap();
+    let read = |tool: &str, arguments: &[(&str, Value)], text: &str| {
+        let turn = Turn {
+            turn_id: "t-2".into(),
+            identity: Identity::new("t1", "retail-bot", "s1"),
+            input: TurnInput::Text(text.into()),
+            locale: Locale::PtBr,
+            at_ms: 5_000,
+        };
+        let tx = Transaction {
+            id: "tx-1".into(),
+            agent: "x".into(),
+            tool: tool.into(),
+            status: TransactionStatus::AwaitingConfirmation,
+            reason: None,
+            arguments: arguments
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), v.clone()))
+                .collect(),
+            missing_parameters: Vec::new(),
+            confirmation_required: true,
+            confirmation_received: false,
+            pre_validation: Vec::new(),
+            evidence: Vec::new(),
+            turn_ids: Vec::new(),
+            failed_attempts: 0,
+            executing_turn_id: None,
+            opened_at_ms: 1_000,
+            updated_at_ms: 1_000,
+        };
+        let state = AgentState {
+            active_transaction: Some(tx),
+            ..AgentState::default()
+        };
+        let run = Run::new(&settings, assistant, &turn, state, Slot::default());
+        run.correction_beside_asides(text).map(|r| {
+            r.values
+                .into_iter()
+                .map(|v| (v.name, v.value))
+                .collect::<Vec<_>>()
+        })
+    };
+    let contestation = [
+        ("subject", Value::from("taxa")),
+        ("amount", Value::from("24.50")),
+    ];
+    assert_eq!(
+        read(
+            "billing_contestation",
+            &contestation,
+            "sim mas é 25,40 na real, me confundi"
+        ),
+        Some(vec![("amount".to_owned(), Value::from("25.40"))])
+    );
+    let address = [
+        ("order_id", Value::from("PED-323386")),
+        ("zip_code", Value::from("30140-071")),
+        ("house_number", Value::from(1520)),
+    ];
+    assert_eq!(
+        read(
+            "retail_address_change",
+            &address,
+            "Sim, por gentileza, porém o número correto é 1502. Peço desculpas pelo equívoco."
+        ),
+        Some(vec![("house_number".to_owned(), Value::from(1502))])
+    );
+    // A clause that is no aside (a question, a request) keeps the message out.
+    assert_eq!(
+        read(
+            "billing_contestation",
+            &contestation,
+            "é 25,40, quando vocês respondem?"
+        ),
+        None
+    );
+    // The same value again corrects nothing.
+    assert_eq!(
+        read(
+            "billing_contestation",
+            &contestation,
+            "é 24,50 mesmo, me confundi"
+        ),
+        None
+    );
+}

@@ -42,6 +42,10 @@ impl Run<'_> {
             return Ok(false);
         };
         let reading = self.spelled_reading(text, &reading).unwrap_or(reading);
+        let reading = match reading.whole {
+            true => reading,
+            false => self.correction_beside_asides(text).unwrap_or(reading),
+        };
         let tool = self.active_tool().expect("typed_reading needs one");
         let tx = self.active().expect("active");
         let pending = tx.missing_parameters.clone();
@@ -115,6 +119,47 @@ impl Run<'_> {
         for r in &mut read.rejected {
             r.span = 0..text.len();
         }
+        Some(read)
+    }
+
+    /// MG-6: a correction with chat around it (`sim mas é 25,40 na real, me confundi`; `Sim,
+    /// por gentileza, porém o número correto é 1502. Peço desculpas pelo equívoco.`): the
+    /// clauses that are asides (`confirmation::is_aside`: no value, answer, action verb or
+    /// question word) are set apart and the rest is read again. It counts only when that rest
+    /// reads whole and changes a collected value; spans cover the message.
+    pub(super) fn correction_beside_asides(&self, text: &str) -> Option<parameter::Extraction> {
+        let tx = self.active()?;
+        if tx.arguments.is_empty() {
+            return None;
+        }
+        let verbs = self.confirmation_verbs();
+        let mut rest = String::new();
+        let mut set_apart = false;
+        for clause in clauses_of(text) {
+            let words = parameter::folded_words(clause);
+            if crate::domain::confirmation::is_aside(&words, &verbs) {
+                set_apart = true;
+            } else {
+                rest.push_str(clause);
+                rest.push_str(", ");
+            }
+        }
+        if !set_apart {
+            return None;
+        }
+        let mut read = self.typed_reading(&rest)?;
+        let corrects = read.whole
+            && read
+                .values
+                .iter()
+                .any(|v| tx.arguments.get(&v.name).is_some_and(|old| *old != v.value));
+        if !corrects {
+            return None;
+        }
+        for v in &mut read.values {
+            v.span = 0..text.len();
+        }
+        read.rejected.clear();
         Some(read)
     }
 
@@ -544,4 +589,23 @@ fn same_stem(a: &str, b: &str) -> bool {
     }
     let prefix = a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
     prefix >= 5
+}
+
+/// The clauses of a message: split at `,` `.` `;` `!` followed by a space or the end, so a
+/// number's separators (`25,40`, `1.234,56`) stay inside it.
+fn clauses_of(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        let ends = matches!(c, ',' | '.' | ';' | '!')
+            && chars.peek().is_none_or(|(_, n)| n.is_whitespace());
+        if ends {
+            out.push(&text[start..i]);
+            start = i + c.len_utf8();
+        }
+    }
+    out.push(&text[start..]);
+    out.retain(|c| !c.trim().is_empty());
+    out
 }

@@ -149,6 +149,8 @@ pub const CORRECTION_MARKERS: &[&str] = &[
     "certo",
     "melhor",
     "mas",
+    "porem",
+    "however",
     "espera",
     "pera",
     "troca",
@@ -159,7 +161,11 @@ pub const CORRECTION_MARKERS: &[&str] = &[
     "alterar",
     "pra",
     "para",
+    // `na real` (slang for "actually"): `é 25,40 na real`; `na verdade` likewise (markers are
+    // set aside before filler phrases are read).
     "real",
+    "na",
+    "verdade",
     "novo",
     "nova",
     "lugar",
@@ -198,7 +204,8 @@ pub const REQUEST_FRAME: &[&str] = &[
 ];
 
 /// Filler phrases whose words are not filler alone (`por` is a preposition).
-pub const FILLER_PHRASES: &[&[&str]] = &[&["por", "favor"], &["na", "verdade"]];
+pub const FILLER_PHRASES: &[&[&str]] =
+    &[&["por", "favor"], &["por", "gentileza"], &["na", "verdade"]];
 
 /// The longest filler phrase.
 pub(super) const MAX_PHRASE_WORDS: usize = 2;

@@ -12,8 +12,12 @@ use super::text::{is_inline_space, overlaps, phrase};
 const MONEY_LINKERS: &[&str] = &["of", "de"];
 
 /// Words that qualify a label without changing what it names (folded): `o cep novo é
-/// 04538133`, `the new zip is 01310100`. Skipped like filler between a label and its value.
-const LABEL_QUALIFIERS: &[&str] = &["new", "novo", "nova"];
+/// 04538133`, `the new zip is 01310100`, `o número correto é 1502`.
+/// Skipped like filler between a label and its value.
+const LABEL_QUALIFIERS: &[&str] = &[
+    "new", "novo", "nova", "correct", "right", "real", "actual", "correto", "correta", "certo",
+    "certa",
+];
 
 /// The words just before a value that may be its label: indices `start..=end` into the
 /// message's words, a run of non-filler words joined by spaces or `-`/`_` only (at most as many
