@@ -327,6 +327,11 @@ impl Run<'_> {
             return true;
         };
         let verbs: Vec<String> = tool.action_verbs.values().flatten().cloned().collect();
+        if self.names_own_pending_value(tool, text)
+            && !confirmation::names_a_verb_unnegated(text, &verbs)
+        {
+            return false;
+        }
         if !text.contains(['?', '¿']) || verbs.is_empty() {
             return true;
         }
@@ -344,6 +349,26 @@ impl Run<'_> {
                 .read_clear_values(text, self.turn.locale, Default::default())
                 .values
                 .is_empty()
+    }
+
+    /// Whether `text` names a value still missing in the transaction in flight that `other`
+    /// does not take (`one sec, let me find the amount`, `sei lá o valor, tá na fatura` while a
+    /// contestation waits for its amount): it talks about what is in flight, not about
+    /// `other`, however the bill it mentions pulls the router there. Names are compared as whole
+    /// folded phrases.
+    fn names_own_pending_value(&self, other: &crate::domain::catalog::Tool, text: &str) -> bool {
+        let (Some(tool), Some(tx)) = (self.active_tool(), self.active()) else {
+            return false;
+        };
+        let words = crate::domain::parameter::folded_words(text);
+        tool.parameters
+            .iter()
+            .filter(|p| {
+                tx.missing_parameters.contains(&p.name) && other.parameter(&p.name).is_none()
+            })
+            .flat_map(|p| p.names())
+            .map(|name| crate::domain::parameter::folded_words(&name))
+            .any(|name| !name.is_empty() && words.windows(name.len()).any(|w| w == name.as_slice()))
     }
 
     /// Whether `words` ask which value is meant by a parameter still missing (`qual número, o
