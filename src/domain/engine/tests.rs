@@ -7,6 +7,32 @@ use crate::domain::locale::Locale;
 use crate::domain::transaction::is_legal_transition;
 use crate::domain::turn::Identity;
 
+/// A transaction of `tool` in `status` with `arguments`, opened at 1 s.
+fn transaction(
+    tool: &str,
+    status: TransactionStatus,
+    arguments: BTreeMap<String, Value>,
+) -> Transaction {
+    Transaction {
+        id: "tx-1".into(),
+        agent: "retail".into(),
+        tool: tool.into(),
+        status,
+        reason: None,
+        arguments,
+        missing_parameters: Vec::new(),
+        confirmation_required: true,
+        confirmation_received: false,
+        pre_validation: Vec::new(),
+        evidence: Vec::new(),
+        turn_ids: Vec::new(),
+        failed_attempts: 0,
+        executing_turn_id: None,
+        opened_at_ms: 1_000,
+        updated_at_ms: 1_000,
+    }
+}
+
 // LC-3: the engine's only way to change a status refuses every pair outside the table with
 // `IllegalTransition` and leaves the transaction as it was ("never applied"). No turn input
 // reaches this refusal (every call site moves from a status the restore step normalised to a
@@ -29,22 +55,8 @@ fn transition_refuses_every_illegal_pair_and_applies_none() {
     for from in TransactionStatus::ALL {
         for to in TransactionStatus::ALL.into_iter().filter(|to| *to != from) {
             let tx = Transaction {
-                id: "tx-1".into(),
-                agent: "retail".into(),
-                tool: "retail_order_cancel".into(),
-                status: from,
-                reason: None,
-                arguments: BTreeMap::new(),
                 missing_parameters: vec!["order_id".into()],
-                confirmation_required: true,
-                confirmation_received: false,
-                pre_validation: Vec::new(),
-                evidence: Vec::new(),
-                turn_ids: Vec::new(),
-                failed_attempts: 0,
-                executing_turn_id: None,
-                opened_at_ms: 1_000,
-                updated_at_ms: 1_000,
+                ..transaction("retail_order_cancel", from, BTreeMap::new())
             };
             let state = AgentState {
                 active_transaction: Some(tx),
@@ -122,27 +134,11 @@ fn a_correction_beside_asides_corrects() {
             locale: Locale::PtBr,
             at_ms: 5_000,
         };
-        let tx = Transaction {
-            id: "tx-1".into(),
-            agent: "x".into(),
-            tool: tool.into(),
-            status: TransactionStatus::AwaitingConfirmation,
-            reason: None,
-            arguments: arguments
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), v.clone()))
-                .collect(),
-            missing_parameters: Vec::new(),
-            confirmation_required: true,
-            confirmation_received: false,
-            pre_validation: Vec::new(),
-            evidence: Vec::new(),
-            turn_ids: Vec::new(),
-            failed_attempts: 0,
-            executing_turn_id: None,
-            opened_at_ms: 1_000,
-            updated_at_ms: 1_000,
-        };
+        let arguments = arguments
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.clone()))
+            .collect();
+        let tx = transaction(tool, TransactionStatus::AwaitingConfirmation, arguments);
         let state = AgentState {
             active_transaction: Some(tx),
             ..AgentState::default()

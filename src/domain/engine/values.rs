@@ -594,18 +594,5 @@ fn same_stem(a: &str, b: &str) -> bool {
 /// The clauses of a message: split at `,` `.` `;` `!` followed by a space or the end, so a
 /// number's separators (`25,40`, `1.234,56`) stay inside it.
 fn clauses_of(text: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    let mut chars = text.char_indices().peekable();
-    while let Some((i, c)) = chars.next() {
-        let ends = matches!(c, ',' | '.' | ';' | '!')
-            && chars.peek().is_none_or(|(_, n)| n.is_whitespace());
-        if ends {
-            out.push(&text[start..i]);
-            start = i + c.len_utf8();
-        }
-    }
-    out.push(&text[start..]);
-    out.retain(|c| !c.trim().is_empty());
-    out
+    parameter::parts(text, &[',', '.', ';', '!'])
 }

@@ -117,6 +117,26 @@ pub fn folded_words(text: &str) -> Vec<String> {
     self::text::phrase(text)
 }
 
+/// The parts of `text` between any of `marks` followed by a space or the end (the marks left
+/// out), trimmed, empty ones dropped: a mark inside a token (`25,40`, `1.234,56`) splits nothing.
+pub fn parts<'t>(text: &'t str, marks: &[char]) -> Vec<&'t str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        let ends = marks.contains(&c) && chars.peek().is_none_or(|(_, n)| n.is_whitespace());
+        if ends || chars.peek().is_none() {
+            let end = if ends { i } else { i + c.len_utf8() };
+            let part = text[start..end].trim();
+            if !part.is_empty() {
+                out.push(part);
+            }
+            start = i + c.len_utf8();
+        }
+    }
+    out
+}
+
 /// The folded words of `text` (lower case, no accents) that are not filler and lie outside
 /// `spans`: what a message says beyond its typed values (for free-text parameters, MG-5).
 pub fn content_words(text: &str, spans: &[std::ops::Range<usize>]) -> Vec<String> {

@@ -4,22 +4,7 @@
 /// Every sentence of a message, trimmed (split at `.`, `!`, `?`, `;` followed by a space or the
 /// end, the mark left out).
 fn sentence_parts(message: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    let mut chars = message.char_indices().peekable();
-    while let Some((i, c)) = chars.next() {
-        let ends = matches!(c, '.' | '!' | '?' | ';')
-            && chars.peek().is_none_or(|(_, next)| next.is_whitespace());
-        if ends || chars.peek().is_none() {
-            let end = if ends { i } else { i + c.len_utf8() };
-            let sentence = message[start..end].trim();
-            if !sentence.is_empty() {
-                out.push(sentence);
-            }
-            start = i + c.len_utf8();
-        }
-    }
-    out
+    crate::domain::parameter::parts(message, &['.', '!', '?', ';'])
 }
 
 /// The sentences of a message, those of two words or more; none when the message is one
