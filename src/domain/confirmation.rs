@@ -336,7 +336,6 @@ const LEXICON: &[(&str, Kind)] = &[
     // ---- en filler: politeness, pronouns, copulas, framings
     // The operation named as the object of consent (`proceed with the cancellation`): a name,
     // not a verb (`cancel`, `change` are the tools' verbs, PR-6).
-    ("the cancellation", Filler),
     ("cancellation", Filler),
     ("the contestation", Filler),
     ("the address change", Filler),
@@ -576,8 +575,6 @@ const LEXICON: &[(&str, Kind)] = &[
     ("continua", TRUE),
     ("siga", TRUE),
     ("seguir com", TRUE),
-    ("continuar com", TRUE),
-    ("prosseguir com", TRUE),
     ("confirmo", TRUE),
     ("confirma", TRUE),
     ("confirmado", TRUE),
@@ -634,11 +631,8 @@ const LEXICON: &[(&str, Kind)] = &[
     // ---- pt-BR filler
     // The operation named as the object of consent (`pode efetuar a alteração`): a name, not
     // a verb (`troca`, `cancela` are the tools' verbs, PR-6).
-    ("a alteracao", Filler),
     ("alteracao", Filler),
-    ("o cancelamento", Filler),
     ("cancelamento", Filler),
-    ("a contestacao", Filler),
     ("contestacao", Filler),
     ("a mudanca", Filler),
     ("a operacao", Filler),

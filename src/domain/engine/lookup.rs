@@ -1,8 +1,9 @@
 //! Look-ups after they ran (RP-1): a follow-up on the result just shown is answered from it; a
 //! message that is only another value for it runs it again with that value.
 
+use crate::domain::catalog::Tool;
 use crate::domain::parameter;
-use crate::domain::transaction::{AttemptOutcome, TransactionStatus};
+use crate::domain::transaction::{AttemptOutcome, Transaction, TransactionStatus};
 
 use super::Run;
 
@@ -14,6 +15,14 @@ const ADDITIVE: &[&str] = &[
 ];
 
 impl Run<'_> {
+    /// The last transaction when it is a look-up (a tool with no confirmation) that completed,
+    /// with its tool.
+    fn last_lookup(&self) -> Option<(&Transaction, &Tool)> {
+        let last = self.state.last_transaction.as_ref()?;
+        let tool = self.assistant.tools.get(&last.tool)?;
+        (last.status == TransactionStatus::Completed && !tool.confirmation).then_some((last, tool))
+    }
+
     /// RP-1: a follow-up on the look-up that just completed (`when's it due again?`, `e chega
     /// quando?`) is answered from its recorded result — no second call, no new transaction —
     /// when the router names that same tool, it needs no confirmation (a look-up), and the
@@ -21,14 +30,9 @@ impl Run<'_> {
     /// the tool's action verbs (`track my order` runs it anew).
     /// The result is the last successful attempt's evidence; a truncated one is not restated.
     pub(super) fn last_result_again(&mut self, tool_name: &str, text: &str) -> Option<String> {
-        let last = self.state.last_transaction.as_ref()?;
-        let tool = self.assistant.tools.get(tool_name)?;
-        if last.tool != tool_name
-            || last.status != TransactionStatus::Completed
-            || tool.confirmation
-        {
-            return None;
-        }
+        let (last, tool) = self
+            .last_lookup()
+            .filter(|(last, _)| last.tool == tool_name)?;
         let options = parameter::ClearOptions::default();
         let reading = tool.read_clear_values(text, self.turn.locale, options);
         if !reading.values.is_empty() || !reading.rejected.is_empty() {
@@ -67,11 +71,7 @@ impl Run<'_> {
     /// and filler, with words that ask for the same again ([`ADDITIVE`]), and at least one value
     /// that differs from the last one's. Returns the look-up's agent and tool, to run again.
     pub(super) fn another_value_for_last_lookup(&self, text: &str) -> Option<(String, String)> {
-        let last = self.state.last_transaction.as_ref()?;
-        let tool = self.assistant.tools.get(&last.tool)?;
-        if last.status != TransactionStatus::Completed || tool.confirmation {
-            return None;
-        }
+        let (last, tool) = self.last_lookup()?;
         let reading = tool.read_clear_values(text, self.turn.locale, Default::default());
         let new = reading
             .values

@@ -36,7 +36,7 @@ pub fn as_digits(text: &str) -> Cow<'_, str> {
             let first = spelled_prefix(text, &words, i, last);
             out.push_str(&text[last..words[first].0.start]);
             for (span, _) in &words[first..i] {
-                out.push_str(&letter_of(&text[span.clone()]).unwrap_or_default());
+                out.extend(letter_of(&text[span.clone()]));
             }
             if first < i {
                 out.push(' ');
@@ -51,10 +51,12 @@ pub fn as_digits(text: &str) -> Cow<'_, str> {
             continue;
         }
         match number_run(&words[i..]).filter(|&(len, _)| !approximate(&words, i, len)) {
-            Some((len, _)) if adjacent_runs(text, &words, i + len) > 0 => {
-                i += len + adjacent_runs(text, &words, i + len);
-            }
             Some((len, value)) => {
+                let adjacent = adjacent_runs(text, &words, i + len);
+                if adjacent > 0 {
+                    i += len + adjacent;
+                    continue;
+                }
                 out.push_str(&text[last..words[i].0.start]);
                 out.push_str(&value.to_string());
                 last = words[i + len - 1].0.end;
@@ -128,14 +130,14 @@ fn spelled_prefix(text: &str, words: &[Folded], at: usize, floor: usize) -> usiz
 
 /// A word that spells one letter: a single Latin letter, or a pt-BR letter name written with
 /// its accent.
-fn letter_of(raw: &str) -> Option<String> {
+fn letter_of(raw: &str) -> Option<char> {
     let mut chars = raw.chars();
     if let (Some(c), None) = (chars.next(), chars.next()) {
         if c.is_ascii_alphabetic() {
-            return Some(c.to_ascii_uppercase().to_string());
+            return Some(c.to_ascii_uppercase());
         }
     }
-    let letter = match raw.to_lowercase().as_str() {
+    Some(match raw.to_lowercase().as_str() {
         "bê" => 'B',
         "cê" => 'C',
         "dê" => 'D',
@@ -157,8 +159,7 @@ fn letter_of(raw: &str) -> Option<String> {
         "xis" => 'X',
         "zê" => 'Z',
         _ => return None,
-    };
-    Some(letter.to_string())
+    })
 }
 
 /// Whether the run of `len` words at `at` is an approximation (`uns trinta e pouco`, `around

@@ -47,7 +47,7 @@ pub use reading::{classify_from, interpret_from, route_from};
 use reading::{confidence_of, intent_of, SegmentReading};
 use segments::{
     asks_for_agreement, closing_tails, conjoined, last_clause, last_sentence, number_like_tokens,
-    segments, sentences, two_words_or_more,
+    segments, sentences, trailing_number, two_words_or_more,
 };
 
 /// The share of a message's reading that must already be an ending for its farewell to decide
@@ -602,22 +602,6 @@ fn values_in_words(
         })
         .map(|v| (v.name, v.value))
         .collect()
-}
-
-/// The number-like token that ends a message (only punctuation, symbols or spaces after it).
-fn trailing_number(message: &str) -> Option<&str> {
-    let end = message.trim_end_matches(|c: char| !c.is_alphanumeric());
-    let start = end
-        .char_indices()
-        .rev()
-        .take_while(|&(i, c)| {
-            c.is_ascii_digit()
-                || (matches!(c, '.' | ',' | '-' | '/')
-                    && end[i + 1..].starts_with(|n: char| n.is_ascii_digit()))
-        })
-        .last()
-        .map(|(i, _)| i)?;
-    Some(&end[start..]).filter(|t| t.starts_with(|c: char| c.is_ascii_digit()))
 }
 
 #[derive(Debug, thiserror::Error)]

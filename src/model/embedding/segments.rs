@@ -156,3 +156,19 @@ pub(super) fn number_like_tokens(message: &str) -> usize {
     }
     count
 }
+
+/// The number-like token that ends a message (only punctuation, symbols or spaces after it).
+pub(super) fn trailing_number(message: &str) -> Option<&str> {
+    let end = message.trim_end_matches(|c: char| !c.is_alphanumeric());
+    let start = end
+        .char_indices()
+        .rev()
+        .take_while(|&(i, c)| {
+            c.is_ascii_digit()
+                || (matches!(c, '.' | ',' | '-' | '/')
+                    && end[i + 1..].starts_with(|n: char| n.is_ascii_digit()))
+        })
+        .last()
+        .map(|(i, _)| i)?;
+    Some(&end[start..]).filter(|t| t.starts_with(|c: char| c.is_ascii_digit()))
+}
