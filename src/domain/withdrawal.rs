@@ -41,6 +41,9 @@ const WITHDRAWALS: &[&str] = &[
 const OPENERS: &[&str] = &[
     "ah", "oh", "ahh", "hmm", "hm", "um", "uh", "ok", "okay", "actually", "nah", "no", "nope",
     "na", "verdade", "nao", "aff", "entao", "so", "well", "just",
+    // On second thought: `on second thought, never mind`, `pensando bem, esquece`, `quer saber,
+    // deixa pra lá`.
+    "on", "second", "thought", "pensando", "bem", "quer", "saber", "sabe",
 ];
 
 /// Whether `text` opens by withdrawing the request (see the module doc). `action_verbs`: the
@@ -136,6 +139,10 @@ mod tests {
             "ah deixa quieto, não precisa mais",
             "na verdade esquece isso",
             "forget it, show me my bill",
+            // On second thought.
+            "hmm pensando bem esquece, acho que foi minha esposa que assinou",
+            "quer saber, deixa pra lá",
+            "on second thought never mind",
         ] {
             assert!(withdraws_first(text, &verbs()), "{text}");
         }

@@ -69,6 +69,9 @@ impl Run<'_> {
         if let Some((name, value)) = self.free_text_reading(text, &spans) {
             valid.entry(name).or_insert(value);
         }
+        let mut values = (valid, invalid);
+        self.values_pointed_back(text, &mut values);
+        let (valid, invalid) = values;
         self.apply_values(valid, invalid).await
     }
 

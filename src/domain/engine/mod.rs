@@ -18,6 +18,7 @@
 //! - `routing`: steps 3 to 6 for free text, the router and what its answer does;
 //! - `lookup`: a look-up after it ran — a follow-up on its result, another value for it (RP-1);
 //! - `values`: typed parsers, the interpreter's reading, validation and merging (PR-1, MG-*);
+//! - `free_text`: a reason in the customer's words filling a free-text parameter (MG-5);
 //! - `lifecycle`: opening, advancing, executing and ending transactions (LC-1..LC-4);
 //! - `replies`: what the customer reads.
 
@@ -34,6 +35,7 @@ use crate::domain::transaction::{Transaction, TransactionStatus};
 use crate::domain::turn::{Turn, TurnInput};
 
 mod coroutine;
+mod free_text;
 mod handover;
 mod lifecycle;
 mod lookup;

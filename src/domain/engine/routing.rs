@@ -146,6 +146,11 @@ impl Run<'_> {
                         Reading::Settled => Ok(()),
                         // PR-2: the same message may carry a new intent; the router decides.
                         Reading::Cancelled(tool) => Box::pin(self.route(text, Some(&tool))).await,
+                        // A reason told while it is pending is checked against the router's
+                        // topics (a hold-on, a greeting) before it fills anything.
+                        Reading::Nothing if self.free_text_answer(text).is_some() => {
+                            Box::pin(self.route(text, None)).await
+                        }
                         Reading::Nothing => self.clarify(false),
                     };
                 }
@@ -296,6 +301,9 @@ impl Run<'_> {
         tool: String,
         arguments: BTreeMap<String, Value>,
     ) -> Flowing<()> {
+        if let Some((name, value)) = self.free_text_answer(text) {
+            return self.apply_values(BTreeMap::from([(name, value)]), Vec::new()).await;
+        }
         if !self.asks_for(&tool, text) {
             return Box::pin(self.keep_after_router(text, BTreeMap::new(), false)).await;
         }
@@ -659,7 +667,10 @@ impl Run<'_> {
                 .is_some_and(|tx| tx.arguments.get(k) != Some(v))
         });
         if !changes && invalid.is_empty() {
-            return self.clarify(out_of_scope);
+            return match self.free_text_answer(text) {
+                Some((name, value)) => self.apply_values(BTreeMap::from([(name, value)]), Vec::new()).await,
+                None => self.clarify(out_of_scope),
+            };
         }
         self.apply_values(valid, invalid).await
     }

@@ -25,7 +25,7 @@ pub(super) enum Reading {
 }
 
 /// Valid values by parameter, and the invalid ones as (name, raw text, why).
-type Values = (
+pub(super) type Values = (
     BTreeMap<String, Value>,
     Vec<(String, String, InvalidReason)>,
 );
@@ -161,78 +161,6 @@ impl Run<'_> {
         }
         read.rejected.clear();
         Some(read)
-    }
-
-    /// MG-5 for free text: a message that starts a transaction, or answers it with typed values,
-    /// while a free-text parameter is missing, fills that parameter with the message itself
-    /// when it says more than a request for the tool: it has at least three words outside the
-    /// typed values and filler, and two of them (of three letters or more) are not request words:
-    /// the tool's title, action verbs and parameter labels, the words that frame any request
-    /// ([`REQUEST_WORDS`]) and the assistant's conversational examples (`good morning`), compared
-    /// by their first five letters so inflections match (`charged` ~ `charge`, `contestar` ~
-    /// `contestação`). The tool's example utterances are not request words: customers' examples
-    /// of a contestation carry reasons (`I was charged twice`), and a message that repeats one
-    /// says why. `I want to dispute a charge` gives no reason; `there's a charge of R$ 150 I
-    /// don't recognise, I want to dispute it` does. A bare yes or no never fills it.
-    pub(super) fn free_text_reading(
-        &self,
-        text: &str,
-        spans: &[std::ops::Range<usize>],
-    ) -> Option<(String, Value)> {
-        let tool = self.active_tool()?;
-        let tx = self.active()?;
-        let param = tool.parameters.iter().find(|p| {
-            matches!(p.kind, parameter::ParameterKind::Text { .. })
-                && tx.missing_parameters.contains(&p.name)
-        })?;
-        let conversation = self
-            .assistant
-            .conversation
-            .iter()
-            .flat_map(|t| t.examples.values())
-            .flatten();
-        let phrases = tool
-            .action_verbs
-            .values()
-            .flatten()
-            .chain(conversation)
-            .chain([&tool.title.en, &tool.title.pt_br])
-            .chain(
-                tool.parameters
-                    .iter()
-                    .flat_map(|p| [&p.label.en, &p.label.pt_br]),
-            );
-        let mut known: Vec<String> = parameter::REQUEST_FRAME
-            .iter()
-            .chain(REQUEST_WORDS)
-            .map(|w| (*w).to_owned())
-            .collect();
-        for phrase in phrases {
-            known.extend(parameter::content_words(phrase, &[]));
-        }
-        let words = parameter::content_words(text, spans);
-        let news = words
-            .iter()
-            .filter(|w| w.chars().count() > 2 && !w.chars().all(|c| c.is_ascii_digit()))
-            .filter(|w| !known.iter().any(|k| same_stem(k, w)))
-            .count();
-        let objects = words.iter().any(|w| OBJECTION_WORDS.contains(&w.as_str()));
-        if (news < 2 && !objects)
-            || words.len() < 3
-            || crate::domain::confirmation::recognise(text).is_some()
-        {
-            return None;
-        }
-        // A customer who explains at length has given the reason: what fits of it is kept (its
-        // first words up to the limit), rather than asking for a reason already given.
-        let text = match param.kind {
-            parameter::ParameterKind::Text { max_len } => words_within(text.trim(), max_len),
-            _ => text.trim(),
-        };
-        let value = param
-            .kind
-            .validate(&Value::String(text.to_owned()), self.turn.locale);
-        value.ok().map(|v| (param.name.clone(), v))
     }
 
     /// The typed parsers' clear reading of `text` for the active tool's parameters (PR-1, MG-5),
@@ -371,6 +299,40 @@ impl Run<'_> {
         Ok(())
     }
 
+    /// A request that points back (`cancel that one`, `o endereço dele`) and gives no value for
+    /// an id parameter that the last transaction had takes that transaction's value
+    /// (docs/decisions.md, "A request that points back"): what is pointed at is a thing, and an
+    /// id names it; an amount or a number is never carried (`I want to contest it`). What
+    /// is carried is shown before anything that needs confirmation runs; a look-up, which runs
+    /// at once, takes it only when the message names its action (`track it`, `rastreia ele`) or
+    /// asks about it (`when does that same order ship?`, `quando chega esse?`) — not from a
+    /// complaint that mentions it (`I want a person about that last refund, it never came`).
+    pub(super) fn values_pointed_back(&self, text: &str, values: &mut Values) {
+        const ASKING: &[&str] = &["when", "where", "quando", "onde", "cade", "status"];
+        let (Some(last), Some(tool)) = (self.state.last_transaction.as_ref(), self.active_tool())
+        else {
+            return;
+        };
+        let verbs: Vec<String> = tool.action_verbs.values().flatten().cloned().collect();
+        let asks = text.contains('?')
+            || parameter::folded_words(text)
+                .iter()
+                .any(|w| ASKING.contains(&w.as_str()));
+        let asked =
+            tool.confirmation || asks || crate::domain::confirmation::names_a_verb(text, &verbs);
+        if !asked || !parameter::points_back(text) {
+            return;
+        }
+        let (valid, invalid) = values;
+        for spec in &tool.parameters {
+            let typed = matches!(spec.kind, parameter::ParameterKind::Id { .. });
+            let given = valid.contains_key(&spec.name) || invalid.iter().any(|i| i.0 == spec.name);
+            if let (true, false, Some(value)) = (typed, given, last.arguments.get(&spec.name)) {
+                valid.insert(spec.name.clone(), value.clone());
+            }
+        }
+    }
+
     /// MG-4: validates model-provided values against their parameter types.
     pub(super) fn validate_values(&self, arguments: &BTreeMap<String, Value>) -> Values {
         let mut valid = BTreeMap::new();
@@ -471,124 +433,6 @@ pub(super) fn merge_reading(
         }
     }
     (valid, invalid)
-}
-
-/// PR-1, MG-5: the clear typed reading of `text` for `tool`'s parameters. A parameter is named
-/// by its name (`house_number` → `house number`), its labels in every locale and its synonyms.
-/// The longest prefix of `text` of whole words within `max_chars` characters.
-fn words_within(text: &str, max_chars: usize) -> &str {
-    if text.chars().count() <= max_chars {
-        return text;
-    }
-    let cut = text
-        .char_indices()
-        .nth(max_chars)
-        .map_or(text.len(), |(i, _)| i);
-    let head = &text[..cut];
-    head.rfind(char::is_whitespace)
-        .map_or(head, |space| head[..space].trim_end())
-}
-
-/// Words that frame any request rather than describe it (folded), beyond
-/// [`parameter::REQUEST_FRAME`] (`I want to`, `can you`, `quero`, `preciso`, `pode`): what stands
-/// beside them in a message is what it says.
-const REQUEST_WORDS: &[&str] = &[
-    "please",
-    "fazer",
-    // Framing a request, not a reason: `file a dispute about my last invoice`, `abrir uma
-    // contestação sobre a última fatura`.
-    "file",
-    "open",
-    "start",
-    "make",
-    "about",
-    "regarding",
-    "last",
-    "latest",
-    "recent",
-    "abrir",
-    "registrar",
-    "sobre",
-    "referente",
-    "ultima",
-    "ultimo",
-    // Asking how to make it is still the request: `how do I dispute something on my bill`,
-    // `como faço pra contestar uma cobrança dessa fatura`.
-    "how",
-    "way",
-    "something",
-    "como",
-    "faco",
-    "faz",
-    "jeito",
-    "algo",
-    "dessa",
-    "desta",
-    "desse",
-    "deste",
-    "nessa",
-    "nesta",
-    // Where the charge is and how the customer reached us frame the request too: `I'm calling
-    // about my bill, there's a charge on there I want to contest`, `a charge that appears on my
-    // latest statement`, `tô ligando por causa da minha fatura, tem uma cobrança aí`.
-    "bill",
-    "statement",
-    "invoice",
-    "account",
-    "fatura",
-    "conta",
-    "there",
-    "appears",
-    "shows",
-    "showing",
-    "aparece",
-    "calling",
-    "call",
-    "ligando",
-    "ligar",
-    "liguei",
-    "alo",
-    "formally",
-    "formalmente",
-    "tem",
-    "por",
-    "causa",
-    "que",
-    "ai",
-    // A charge that came on the bill, or a problem with it, is still no reason: `qro contestar
-    // 59,90 q veio na minha fatura`, `I have a problem with my bill, I want to dispute 50`.
-    "veio",
-    "vieram",
-    "came",
-    "apareceu",
-    "appeared",
-    "problem",
-    "problema",
-    "issue",
-    // Chat spellings of `quero`.
-    "qro",
-    "kero",
-];
-
-/// Words that say what is wrong (folded): a negation or an excess (`that I don't recognise`,
-/// `que eu não reconheço`, `cobraram a mais`, `charged twice`). With one of them beside the
-/// request, the message gives a reason however few other words it has.
-const OBJECTION_WORDS: &[&str] = &[
-    // An apostrophe splits a word here: `don't` is `don` and `t`.
-    "not", "never", "don", "dont", "didn", "didnt", "doesn", "doesnt", "haven", "wasn", "isn",
-    "twice", "double", "wrong", "nao", "nunca", "nem", "mais", "duas", "dobro", "errado", "errada",
-    "indevida", "indevido",
-];
-
-/// Two folded words match when they are equal or share their first five letters (`charged` and
-/// `charge`, `contestar` and `contestacao`): a stem without a stemmer, enough to tell request
-/// words from a description.
-fn same_stem(a: &str, b: &str) -> bool {
-    if a == b {
-        return true;
-    }
-    let prefix = a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
-    prefix >= 5
 }
 
 /// The clauses of a message: split at `,` `.` `;` `!` followed by a space or the end, so a

@@ -95,6 +95,7 @@ mod labels;
 mod money;
 mod number;
 mod reader;
+mod reference;
 mod restated;
 mod scan;
 pub mod spelled;
@@ -110,6 +111,7 @@ pub use self::filler::{
     FILLER_POLITENESS, FILLER_PRONOUNS, FILLER_TO_BE, REQUEST_FRAME,
 };
 pub use self::id::IdPattern;
+pub use self::reference::{points_back, POINTING_WORDS};
 
 /// The folded words of `text` (lower case, accents and combining marks folded away), split on
 /// everything that is not a letter or a digit: how every reader here compares words.
