@@ -46,6 +46,10 @@
 //! - [`answer_after_asides`]: clauses of chat before the answer (`sorry my cat walked on the
 //!   phone. yes cancel it`) do not hide it when they carry no answer, digit, action verb,
 //!   contrast, deferral, wish or question word; the answer must come last.
+//! - [`answer_before_asides`]: a plain answer first, then chat (`yes, sorry, I swapped the digits
+//!   the first time`, `sim, já falei kkk`): decided when every later clause is such an aside with
+//!   no doubt or farewell, and the first is more than an acknowledgement (`ok good, leave it as
+//!   it is` decides nothing).
 //! - One lexicon serves both locales: customers mix them (`ok`, `yes` in pt-BR chats), and no
 //!   entry of one language means the opposite in the other.
 
@@ -991,6 +995,57 @@ pub fn answer_after_asides(
             }
         })
         .then_some(answer)
+}
+
+/// PR-6 for an answer followed by chat: the first clause that is not filler answers on its own
+/// (`yes`, `sim`, `yes cancel it`) and every later clause says the same or is an aside — chat
+/// that carries no answer, value, request, reservation, doubt or farewell (`yes, sorry, I swapped
+/// the digits the first time`, `sim, já falei kkk`, `yes, my wife bought it by mistake`). An
+/// aside that defers or contrasts (`ok, let me check with my wife first`, `sim, mas…`) or
+/// doubts (`yes, the zip is wrong`) leaves the message undecided, as a question does.
+pub fn answer_before_asides(
+    text: &str,
+    action_verbs: &[String],
+    catalog_verbs: &[String],
+) -> Option<Confirmation> {
+    // A reservation: `leave it as it is`, `deixa assim` keep things as they are.
+    const DOUBTS: &[&str] = &[
+        "wrong", "incorrect", "errado", "errada", "incorreto", "incorreta", "sure", "certeza",
+        "leave", "deixa",
+    ];
+    // Acknowledgements: `ok good, leave it as it is then` opens with no answer to the question.
+    const ACKNOWLEDGING: &[&str] = &[
+        "ok", "okay", "k", "good", "great", "fine", "cool", "alright", "nice", "perfect", "then",
+        "beleza", "blz", "ta", "bom", "certo", "otimo", "legal", "show", "entao",
+    ];
+    if text.contains(['?', '¿']) {
+        return None;
+    }
+    let clauses = clauses(text)?;
+    let mut said = clauses.iter().skip_while(|c| only_filler(&c.join(" ")));
+    let first = said.next()?;
+    let acknowledges = first
+        .iter()
+        .all(|w| ACKNOWLEDGING.contains(&unstretched(w.clone()).as_str()));
+    let answer = recognise_with(&first.join(" "), action_verbs).filter(|_| !acknowledges)?;
+    let rest: Vec<&Vec<String>> = said.collect();
+    let fits = |c: &Vec<String>| {
+        // `the first time`, `da primeira vez` date what happened; they defer nothing.
+        let words: Vec<String> = c
+            .iter()
+            .enumerate()
+            .filter(|(i, w)| {
+                let next = c.get(i + 1).map(String::as_str);
+                !(*w == "first" && next == Some("time")) && !(*w == "primeira" && next == Some("vez"))
+            })
+            .map(|(_, w)| w.clone())
+            .collect();
+        recognise_with(&words.join(" "), action_verbs) == Some(answer)
+            || (is_aside(&words, catalog_verbs)
+                && !words.iter().any(|w| DOUBTS.contains(&w.as_str()))
+                && !says_goodbye(&words.join(" ")))
+    };
+    (!rest.is_empty() && rest.into_iter().all(fits)).then_some(answer)
 }
 
 /// A clause that opens with answer words and goes on with an aside (`ok she agrees`, `sim, ela
@@ -2342,6 +2397,41 @@ mod tests {
         ) {
             // PR-6 (amended): `not correct`, `não está certo`.
             prop_assert_eq!(recognise(&format!("{negator} {judgement}")), Some(Confirmation::Deny));
+        }
+    }
+
+    // PR-6: a plain answer, then chat that carries no answer, value, request, reservation,
+    // doubt or farewell, decides; an acknowledgement first, or a deferral after, does not.
+    #[test]
+    fn chat_after_a_plain_answer_does_not_hide_it() {
+        let verbs: Vec<String> = ["cancel", "cancela", "cancelar", "pode"]
+            .iter()
+            .map(|v| (*v).to_owned())
+            .collect();
+        let read = |text: &str| answer_before_asides(text, &verbs, &verbs);
+        for text in [
+            "yes, sorry, I swapped the digits the first time",
+            "sim, ja falei kkk",
+            "yes, my wife bought it by mistake",
+            "pode, né. fazer o quê",
+        ] {
+            assert_eq!(read(text), Some(Confirmation::Affirm), "{text}");
+        }
+        assert_eq!(
+            read("no, my husband already bought one"),
+            Some(Confirmation::Deny)
+        );
+        for text in [
+            "ok, let me check with my wife first",
+            "ok good, leave it as it is then. thanks",
+            "yes, the zip is wrong",
+            "yes, wait",
+            "yes, thanks, bye",
+            "yes, is it refunded?",
+            "yes",
+            "sim, mas o número é outro",
+        ] {
+            assert_eq!(read(text), None, "{text}");
         }
     }
 

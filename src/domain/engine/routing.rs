@@ -516,6 +516,7 @@ impl Run<'_> {
         let verbs = self.confirmation_verbs();
         confirmation::recognise_with(text, &verbs)
             .or_else(|| confirmation::answer_after_asides(text, &verbs, &self.catalog_verbs()))
+            .or_else(|| confirmation::answer_before_asides(text, &verbs, &self.catalog_verbs()))
     }
 
     /// Whether `text` is the customer's previous message again (compared folded, spacing
