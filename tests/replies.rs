@@ -139,6 +139,7 @@ fn render_locale(a: &Assistant, locale: Locale, out: &mut String) {
         ("human_handoff", &m.human_handoff),
         ("handoff_pending", &m.handoff_pending),
         ("handback", &m.handback),
+        ("hold_on", &m.hold_on),
         ("end_session", &m.end_session),
     ] {
         let _ = writeln!(out, "{key}: {text}");

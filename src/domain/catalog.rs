@@ -202,6 +202,8 @@ pub struct MessageSet {
     pub handoff_pending: String,
     /// SC-11: the conversation is back with the assistant after a person had it.
     pub handback: String,
+    /// A hold-on (`one sec, let me find the amount`): before the pending step asked again.
+    pub hold_on: String,
     pub end_session: String,
     /// LC-1: pre-validation could not be obtained (FAILED, `pre_validation_unavailable`).
     pub pre_validation_unavailable: String,

@@ -1010,8 +1010,16 @@ pub fn answer_before_asides(
 ) -> Option<Confirmation> {
     // A reservation: `leave it as it is`, `deixa assim` keep things as they are.
     const DOUBTS: &[&str] = &[
-        "wrong", "incorrect", "errado", "errada", "incorreto", "incorreta", "sure", "certeza",
-        "leave", "deixa",
+        "wrong",
+        "incorrect",
+        "errado",
+        "errada",
+        "incorreto",
+        "incorreta",
+        "sure",
+        "certeza",
+        "leave",
+        "deixa",
     ];
     // Acknowledgements: `ok good, leave it as it is then` opens with no answer to the question.
     const ACKNOWLEDGING: &[&str] = &[
@@ -1036,7 +1044,8 @@ pub fn answer_before_asides(
             .enumerate()
             .filter(|(i, w)| {
                 let next = c.get(i + 1).map(String::as_str);
-                !(*w == "first" && next == Some("time")) && !(*w == "primeira" && next == Some("vez"))
+                !(*w == "first" && next == Some("time"))
+                    && !(*w == "primeira" && next == Some("vez"))
             })
             .map(|(_, w)| w.clone())
             .collect();

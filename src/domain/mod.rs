@@ -6,6 +6,7 @@ pub mod confirmation;
 pub mod decision;
 pub mod effect;
 pub mod engine;
+pub mod hold_on;
 pub mod locale;
 pub mod parameter;
 pub mod reply;

@@ -56,6 +56,7 @@ pub fn default_messages(locale: Locale) -> MessageSet {
             handoff_pending: "Your request is with our team. A person will answer you shortly."
                 .into(),
             handback: "You are chatting with the virtual assistant again.".into(),
+            hold_on: "Sure, take your time.".into(),
             end_session: DEFAULT_END_SESSION_MESSAGE.into(),
             pre_validation_unavailable: "Sorry, I could not check {tool} right now. Nothing \
                                          was changed; please try again later."
@@ -92,6 +93,7 @@ pub fn default_messages(locale: Locale) -> MessageSet {
                               responder em breve."
                 .into(),
             handback: "Você está falando novamente com o assistente virtual.".into(),
+            hold_on: "Claro, fique à vontade.".into(),
             end_session: "O atendimento foi encerrado. Obrigado pelo contato.".into(),
             pre_validation_unavailable: "Desculpe, não consegui verificar {tool} agora. \
                                          Nada foi alterado; tente novamente mais tarde."

@@ -405,6 +405,7 @@ pub(super) struct RawMessages {
     pub(super) human_handoff: Option<String>,
     pub(super) handoff_pending: Option<String>,
     pub(super) handback: Option<String>,
+    pub(super) hold_on: Option<String>,
     pub(super) end_session: Option<String>,
     pub(super) pre_validation_unavailable: Option<String>,
     pub(super) not_done: Option<String>,
@@ -413,7 +414,7 @@ pub(super) struct RawMessages {
 
 impl RawMessages {
     /// `(key, override)` pairs, in [`MessageSet`] field order.
-    pub(super) fn entries(self) -> [(&'static str, Option<String>); 24] {
+    pub(super) fn entries(self) -> [(&'static str, Option<String>); 25] {
         [
             ("ask_parameters", self.ask_parameters),
             ("invalid_value", self.invalid_value),
@@ -435,6 +436,7 @@ impl RawMessages {
             ("human_handoff", self.human_handoff),
             ("handoff_pending", self.handoff_pending),
             ("handback", self.handback),
+            ("hold_on", self.hold_on),
             ("end_session", self.end_session),
             (
                 "pre_validation_unavailable",
@@ -468,6 +470,7 @@ pub(super) fn message_slot<'a>(set: &'a mut MessageSet, key: &str) -> &'a mut St
         "human_handoff" => &mut set.human_handoff,
         "handoff_pending" => &mut set.handoff_pending,
         "handback" => &mut set.handback,
+        "hold_on" => &mut set.hold_on,
         "end_session" => &mut set.end_session,
         "pre_validation_unavailable" => &mut set.pre_validation_unavailable,
         "not_done" => &mut set.not_done,
@@ -477,7 +480,7 @@ pub(super) fn message_slot<'a>(set: &'a mut MessageSet, key: &str) -> &'a mut St
 }
 
 /// Every template of a message set, as `(key, template)`.
-pub fn message_entries(set: &MessageSet) -> [(&'static str, &str); 24] {
+pub fn message_entries(set: &MessageSet) -> [(&'static str, &str); 25] {
     [
         ("ask_parameters", &set.ask_parameters),
         ("invalid_value", &set.invalid_value),
@@ -499,6 +502,7 @@ pub fn message_entries(set: &MessageSet) -> [(&'static str, &str); 24] {
         ("human_handoff", &set.human_handoff),
         ("handoff_pending", &set.handoff_pending),
         ("handback", &set.handback),
+        ("hold_on", &set.hold_on),
         ("end_session", &set.end_session),
         (
             "pre_validation_unavailable",

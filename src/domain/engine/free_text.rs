@@ -14,8 +14,8 @@ use crate::domain::withdrawal;
 /// does it take`): a question about the transaction is PR-3a's, never the reason.
 const QUESTION_OPENERS: &[&str] = &[
     "what", "how", "when", "where", "why", "which", "who", "can", "could", "will", "would", "is",
-    "are", "do", "does", "did", "should", "que", "quanto", "quanta", "quando", "como",
-    "onde", "qual", "quais", "porque", "pq", "quem", "sera", "posso", "pode", "consigo", "da",
+    "are", "do", "does", "did", "should", "que", "quanto", "quanta", "quando", "como", "onde",
+    "qual", "quais", "porque", "pq", "quem", "sera", "posso", "pode", "consigo", "da",
 ];
 
 impl Run<'_> {
@@ -249,4 +249,3 @@ fn same_stem(a: &str, b: &str) -> bool {
     let prefix = a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
     prefix >= 5
 }
-

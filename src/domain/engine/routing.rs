@@ -67,6 +67,18 @@ impl Run<'_> {
             self.reply(self.msgs.handoff_pending.clone());
             return Ok(());
         }
+        // A hold-on (`one sec, let me find the amount`) keeps what is in flight and asks its
+        // pending step again, whatever the words of what the customer will look at read as.
+        let pending = matches!(
+            self.active_status(),
+            Some(TransactionStatus::CollectingParameters | TransactionStatus::AwaitingConfirmation)
+        );
+        if pending && crate::domain::hold_on::holds_on(text) {
+            self.out.settled_without_model = true;
+            self.reply(self.msgs.hold_on.clone());
+            self.ask_pending();
+            return Ok(());
+        }
         // Step 3: PR-1 typed fill, PR-6 recogniser. No model when they decide.
         let mut refusal: Option<&str> = None;
         match self.active_status() {
@@ -302,7 +314,9 @@ impl Run<'_> {
         arguments: BTreeMap<String, Value>,
     ) -> Flowing<()> {
         if let Some((name, value)) = self.free_text_answer(text) {
-            return self.apply_values(BTreeMap::from([(name, value)]), Vec::new()).await;
+            return self
+                .apply_values(BTreeMap::from([(name, value)]), Vec::new())
+                .await;
         }
         if !self.asks_for(&tool, text) {
             return Box::pin(self.keep_after_router(text, BTreeMap::new(), false)).await;
@@ -669,7 +683,10 @@ impl Run<'_> {
         });
         if !changes && invalid.is_empty() {
             return match self.free_text_answer(text) {
-                Some((name, value)) => self.apply_values(BTreeMap::from([(name, value)]), Vec::new()).await,
+                Some((name, value)) => {
+                    self.apply_values(BTreeMap::from([(name, value)]), Vec::new())
+                        .await
+                }
                 None => self.clarify(out_of_scope),
             };
         }

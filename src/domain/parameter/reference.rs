@@ -7,8 +7,8 @@
 /// `está` (is).
 pub const POINTING_WORDS: &[&str] = &[
     "same", "it", "its", "this", "previous", "mesmo", "mesma", "ele", "ela", "dele", "dela",
-    "esse", "essa", "este", "desse", "dessa", "deste", "desta", "nesse", "nessa", "neste",
-    "nesta", "aquele", "aquela", "daquele", "daquela", "anterior",
+    "esse", "essa", "este", "desse", "dessa", "deste", "desta", "nesse", "nessa", "neste", "nesta",
+    "aquele", "aquela", "daquele", "daquela", "anterior",
 ];
 
 /// Folded words after which `that` points back (`that one`, `that order`); elsewhere `that` is
