@@ -819,7 +819,6 @@ fn hand_outcome(replies: Vec<String>, events: Vec<Event>) -> TurnOutcome {
         settled_without_model: false,
         results: vec![],
         handback: None,
-        hold_on: None,
     }
 }
 

@@ -1044,8 +1044,10 @@ pub fn answer_before_asides(
             .enumerate()
             .filter(|(i, w)| {
                 let next = c.get(i + 1).map(String::as_str);
-                !(*w == "first" && next == Some("time"))
-                    && !(*w == "primeira" && next == Some("vez"))
+                !matches!(
+                    (w.as_str(), next),
+                    ("first", Some("time")) | ("primeira", Some("vez"))
+                )
             })
             .map(|(_, w)| w.clone())
             .collect();

@@ -67,16 +67,7 @@ impl Run<'_> {
             self.reply(self.msgs.handoff_pending.clone());
             return Ok(());
         }
-        // A hold-on (`one sec, let me find the amount`) keeps what is in flight and asks its
-        // pending step again, whatever the words of what the customer will look at read as.
-        let pending = matches!(
-            self.active_status(),
-            Some(TransactionStatus::CollectingParameters | TransactionStatus::AwaitingConfirmation)
-        );
-        if pending && crate::domain::hold_on::holds_on(text) {
-            self.out.settled_without_model = true;
-            self.reply(self.msgs.hold_on.clone());
-            self.ask_pending();
+        if self.held_on(text) {
             return Ok(());
         }
         // Step 3: PR-1 typed fill, PR-6 recogniser. No model when they decide.
@@ -158,12 +149,7 @@ impl Run<'_> {
                         Reading::Settled => Ok(()),
                         // PR-2: the same message may carry a new intent; the router decides.
                         Reading::Cancelled(tool) => Box::pin(self.route(text, Some(&tool))).await,
-                        // A reason told while it is pending is checked against the router's
-                        // topics (a hold-on, a greeting) before it fills anything.
-                        Reading::Nothing if self.free_text_answer(text).is_some() => {
-                            Box::pin(self.route(text, None)).await
-                        }
-                        Reading::Nothing => self.clarify(false),
+                        Reading::Nothing => Box::pin(self.unread(text)).await,
                     };
                 }
                 _ => {}
@@ -174,6 +160,32 @@ impl Run<'_> {
         }
         // Step 6: the router.
         Box::pin(self.route(text, None)).await
+    }
+
+    /// A hold-on (`one sec, let me find the amount`, `domain::hold_on`) while values are
+    /// collected or a confirmation is pending keeps what is in flight, whatever the words of what
+    /// the customer will look at read as: answered, and the pending step asked again.
+    fn held_on(&mut self, text: &str) -> bool {
+        let pending = matches!(
+            self.active_status(),
+            Some(TransactionStatus::CollectingParameters | TransactionStatus::AwaitingConfirmation)
+        );
+        if !(pending && crate::domain::hold_on::holds_on(text)) {
+            return false;
+        }
+        self.out.settled_without_model = true;
+        self.reply(self.msgs.hold_on.clone());
+        self.ask_pending();
+        true
+    }
+
+    /// Step 5 when the interpreter read nothing actionable: clarified — unless the message
+    /// tells the reason asked for, which the router's topics (a greeting, a thanks) see first.
+    async fn unread(&mut self, text: &str) -> Flowing<()> {
+        match self.free_text_answer(text) {
+            Some(_) => Box::pin(self.route(text, None)).await,
+            None => self.clarify(false),
+        }
     }
 
     /// SC-10: whether `text` consents to what is pending: with a confirmation pending, a message
