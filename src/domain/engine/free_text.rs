@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::Run;
+use super::{Flowing, Run};
 use crate::domain::confirmation;
 use crate::domain::parameter;
 use crate::domain::transaction::TransactionStatus;
@@ -89,6 +89,15 @@ impl Run<'_> {
             .kind
             .validate(&Value::String(text.to_owned()), self.turn.locale);
         value.ok().map(|v| (param.name.clone(), v))
+    }
+
+    /// Step 5 when the interpreter read nothing actionable: clarified — unless the message
+    /// tells the reason asked for, which the router's topics (a greeting, a thanks) see first.
+    pub(super) async fn unread(&mut self, text: &str) -> Flowing<()> {
+        match self.free_text_answer(text) {
+            Some(_) => Box::pin(self.route(text, None)).await,
+            None => self.clarify(false),
+        }
     }
 
     /// A pending-parameter answer beats routing, for free text too: while a free-text

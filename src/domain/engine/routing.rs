@@ -162,32 +162,6 @@ impl Run<'_> {
         Box::pin(self.route(text, None)).await
     }
 
-    /// A hold-on (`one sec, let me find the amount`, `domain::hold_on`) while values are
-    /// collected or a confirmation is pending keeps what is in flight, whatever the words of what
-    /// the customer will look at read as: answered, and the pending step asked again.
-    fn held_on(&mut self, text: &str) -> bool {
-        let pending = matches!(
-            self.active_status(),
-            Some(TransactionStatus::CollectingParameters | TransactionStatus::AwaitingConfirmation)
-        );
-        if !(pending && crate::domain::hold_on::holds_on(text)) {
-            return false;
-        }
-        self.out.settled_without_model = true;
-        self.reply(self.msgs.hold_on.clone());
-        self.ask_pending();
-        true
-    }
-
-    /// Step 5 when the interpreter read nothing actionable: clarified — unless the message
-    /// tells the reason asked for, which the router's topics (a greeting, a thanks) see first.
-    async fn unread(&mut self, text: &str) -> Flowing<()> {
-        match self.free_text_answer(text) {
-            Some(_) => Box::pin(self.route(text, None)).await,
-            None => self.clarify(false),
-        }
-    }
-
     /// SC-10: whether `text` consents to what is pending: with a confirmation pending, a message
     /// that opens by consenting and says no farewell (`então tá, confirmado`; `yes, my wife
     /// bought it by mistake`); while values are collected, a plain affirmation (`yes pls`, `ok`,
@@ -234,7 +208,7 @@ impl Run<'_> {
 
     /// Step 6: the router. `cancelled`: the tool of a transaction this same message just cancelled
     /// (PR-2), which the router's answer must not reopen.
-    async fn route(&mut self, text: &str, cancelled: Option<&str>) -> Flowing<()> {
+    pub(super) async fn route(&mut self, text: &str, cancelled: Option<&str>) -> Flowing<()> {
         let request = RouterRequest {
             message: text.to_owned(),
             locale: self.turn.locale,

@@ -164,4 +164,21 @@ impl Run<'_> {
         self.reply(text);
         Ok(())
     }
+
+    /// A hold-on (`one sec, let me find the amount`, `domain::hold_on`) while values are
+    /// collected or a confirmation is pending keeps what is in flight, whatever the words of what
+    /// the customer will look at read as: answered, and the pending step asked again.
+    pub(super) fn held_on(&mut self, text: &str) -> bool {
+        let pending = matches!(
+            self.active_status(),
+            Some(TransactionStatus::CollectingParameters | TransactionStatus::AwaitingConfirmation)
+        );
+        if !(pending && crate::domain::hold_on::holds_on(text)) {
+            return false;
+        }
+        self.out.settled_without_model = true;
+        self.reply(self.msgs.hold_on.clone());
+        self.ask_pending();
+        true
+    }
 }
