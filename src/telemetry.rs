@@ -199,7 +199,7 @@ const DESCRIPTIONS: &[(MetricKind, &str, Unit, &str)] = &[
         MetricKind::Counter,
         TURNS_SETTLED_WITHOUT_MODEL_TOTAL,
         Unit::Count,
-        "Turns a typed parser, the recogniser or a channel action settled with no model call.",
+        "Turns settled with no model call, by the `reading` that settled them.",
     ),
     (
         MetricKind::Counter,
@@ -414,8 +414,8 @@ pub fn record_outcome(outcome: &TurnOutcome) {
     for i in &outcome.inconsistencies {
         counter!(INCONSISTENT_STATES_TOTAL, "reason" => i.as_str()).increment(1);
     }
-    if outcome.settled_without_model {
-        counter!(TURNS_SETTLED_WITHOUT_MODEL_TOTAL).increment(1);
+    if let Some(reading) = outcome.settled_without_model {
+        counter!(TURNS_SETTLED_WITHOUT_MODEL_TOTAL, "reading" => reading.as_str()).increment(1);
     }
     if let Some(handback) = outcome.handback {
         counter!(HANDBACKS_TOTAL, "outcome" => handback.as_str()).increment(1);

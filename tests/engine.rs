@@ -913,3 +913,86 @@ fn sc11_handback_with_nothing_pending_is_silent() {
         )]
     );
 }
+
+/// Runs one turn to its end answering the write-ahead and the tool call, and panics on any model
+/// request: the turn must settle with no model (a tool's eligibility check is no model).
+fn settled_without_asking_a_model(
+    engine: &Engine<'_>,
+    state: &AgentState,
+    turn: &Turn,
+) -> TurnOutcome {
+    let mut answers = Vec::new();
+    loop {
+        match engine.step(state, turn, &answers).unwrap() {
+            Step::Done(outcome) => return *outcome,
+            Step::Need(Request::PersistExecuting(_)) => answers.push(Answer::Persisted),
+            Step::Need(Request::PreValidate(_)) => {
+                answers.push(Answer::PreValidation(PreValidationResult {
+                    eligible: true,
+                    reason: None,
+                    code: None,
+                    data: Value::Null,
+                    at_ms: 1_000,
+                }))
+            }
+            Step::Need(Request::Execute(r)) => answers.push(Answer::Tool(single_attempt_result(
+                &r.idempotency_key,
+                true,
+                false,
+                json!({}),
+                None,
+                1_000,
+            ))),
+            Step::Need(other) => panic!("asked a model: {other:?}"),
+        }
+    }
+}
+
+/// PR-1, PR-6, MG-6: a turn settled with no model call is counted in
+/// `turnstile_turns_settled_without_model_total` under the reading that settled it, so an
+/// operator sees a hold-on or a correction reading fire by name; a turn a model decided is not
+/// counted at all.
+#[test]
+fn settled_turns_are_counted_by_the_reading_that_settled_them() {
+    use turnstile::domain::effect::ModelFreeReading;
+    use turnstile::telemetry::TURNS_SETTLED_WITHOUT_MODEL_TOTAL;
+    let catalog = catalog();
+    let settings = Settings::default();
+    let engine = Engine::new(&catalog, &settings);
+    let cases = [
+        ("one sec, let me check", ModelFreeReading::HoldOn, "hold_on"),
+        ("yes", ModelFreeReading::Affirmed, "affirmed"),
+        ("no", ModelFreeReading::Declined, "declined"),
+        (
+            "I meant PED-1002",
+            ModelFreeReading::Correction,
+            "correction",
+        ),
+    ];
+    for (text, reading, label) in cases {
+        let turn = text_turn("r1", text, 1_000);
+        let outcome = settled_without_asking_a_model(&engine, &awaiting_confirmation(), &turn);
+        assert_eq!(outcome.settled_without_model, Some(reading), "{text}");
+        let recorder = CountingRecorder::default();
+        metrics::with_local_recorder(&recorder, || telemetry::record_outcome(&outcome));
+        assert_eq!(
+            recorder.family(TURNS_SETTLED_WITHOUT_MODEL_TOTAL),
+            vec![(
+                format!("{TURNS_SETTLED_WITHOUT_MODEL_TOTAL}{{reading={label}}}"),
+                1
+            )],
+            "{text}"
+        );
+    }
+    // The hold-on keeps the transaction and asks its question again.
+    let turn = text_turn("r2", "one sec, let me check", 1_000);
+    let held = settled_without_asking_a_model(&engine, &awaiting_confirmation(), &turn);
+    let tx = held.state.active_transaction.expect("kept");
+    assert_eq!(tx.status, TransactionStatus::AwaitingConfirmation);
+    // A message the readings leave to the models asks one, and counts nothing.
+    let turn = text_turn("r3", "what is the weather like", 1_000);
+    match engine.step(&awaiting_confirmation(), &turn, &[]).unwrap() {
+        Step::Need(Request::Classify(_) | Request::Route(_)) => {}
+        other => panic!("settled without a model: {other:?}"),
+    }
+}

@@ -131,7 +131,10 @@ fn resume_after_done_is_turn_over_not_a_panic() {
     let Ok(Step::Done(outcome)) = run.resume(None) else {
         panic!("a cancel with nothing to cancel asks nothing");
     };
-    assert!(outcome.settled_without_model);
+    assert_eq!(
+        outcome.settled_without_model,
+        Some(turnstile::domain::effect::ModelFreeReading::ChannelAction)
+    );
     assert!(run.is_over());
     for _ in 0..3 {
         assert_eq!(run.resume(None), Err(EngineError::TurnOver));

@@ -816,7 +816,7 @@ fn hand_outcome(replies: Vec<String>, events: Vec<Event>) -> TurnOutcome {
         fallbacks: vec![],
         inconsistencies: vec![],
         transitions: vec![],
-        settled_without_model: false,
+        settled_without_model: None,
         results: vec![],
         handback: None,
     }

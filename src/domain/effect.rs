@@ -314,6 +314,55 @@ impl HandbackOutcome {
     }
 }
 
+/// What settled a turn with no model call: the bounded `reading` label of
+/// `turnstile_turns_settled_without_model_total`, so a reading that starts to fire more (or
+/// less) after a change shows on the dashboard by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelFreeReading {
+    /// A structured channel action (confirm, cancel, handback buttons).
+    ChannelAction,
+    /// A person owns the conversation; the bot only says so.
+    HumanOwned,
+    /// `one sec, let me find the amount` while something is pending (`domain::hold_on`).
+    HoldOn,
+    /// PR-1: a typed parser filled the pending parameters.
+    TypedFill,
+    /// The message that opened the confirmation, delivered again.
+    Resend,
+    /// PR-6: the recogniser read an affirmation (or yes with the values shown said back).
+    Affirmed,
+    /// PR-6: the recogniser read a negation.
+    Declined,
+    /// MG-6: a correction at the confirmation, merged and asked again.
+    Correction,
+}
+
+impl ModelFreeReading {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelFreeReading::ChannelAction => "channel_action",
+            ModelFreeReading::HumanOwned => "human_owned",
+            ModelFreeReading::HoldOn => "hold_on",
+            ModelFreeReading::TypedFill => "typed_fill",
+            ModelFreeReading::Resend => "resend",
+            ModelFreeReading::Affirmed => "affirmed",
+            ModelFreeReading::Declined => "declined",
+            ModelFreeReading::Correction => "correction",
+        }
+    }
+
+    pub const ALL: [ModelFreeReading; 8] = [
+        ModelFreeReading::ChannelAction,
+        ModelFreeReading::HumanOwned,
+        ModelFreeReading::HoldOn,
+        ModelFreeReading::TypedFill,
+        ModelFreeReading::Resend,
+        ModelFreeReading::Affirmed,
+        ModelFreeReading::Declined,
+        ModelFreeReading::Correction,
+    ];
+}
+
 /// A tool execution performed this turn.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExecutedTool {
@@ -336,8 +385,9 @@ pub struct TurnOutcome {
     pub fallbacks: Vec<(Skill, FallbackReason)>,
     pub inconsistencies: Vec<Inconsistency>,
     pub transitions: Vec<Transition>,
-    /// True when a typed parser or the recogniser settled the turn with no model (PR-1, PR-6).
-    pub settled_without_model: bool,
+    /// Set when the turn was settled with no model call (PR-1, PR-6), naming the reading that
+    /// settled it.
+    pub settled_without_model: Option<ModelFreeReading>,
     /// RP-1: each completed tool's result this turn, by tool, and how it was rendered.
     pub results: Vec<(String, ResultRendering)>,
     /// SC-11: set when the turn was a `handback` action.

@@ -186,7 +186,7 @@ fn empty_outcome() -> TurnOutcome {
         fallbacks: Vec::new(),
         inconsistencies: Vec::new(),
         transitions: Vec::new(),
-        settled_without_model: false,
+        settled_without_model: None,
         results: Vec::new(),
         handback: None,
     }

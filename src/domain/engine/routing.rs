@@ -11,7 +11,7 @@ use super::values::Reading;
 use super::{confident, Flowing, Run};
 use crate::domain::confirmation::{self, Confirmation};
 use crate::domain::decision::{ModelFailure, RouterDecision, SessionControl, Skill};
-use crate::domain::effect::{Answer, FallbackReason, Request, RouterRequest};
+use crate::domain::effect::{Answer, FallbackReason, ModelFreeReading, Request, RouterRequest};
 use crate::domain::reply::About;
 use crate::domain::transaction::{reason, TransactionStatus};
 
@@ -63,7 +63,7 @@ impl Run<'_> {
     pub(super) async fn on_text(&mut self, text: &str) -> Flowing<()> {
         if self.state.human_handoff_requested {
             // A person owns the conversation now: the bot does not talk over them.
-            self.out.settled_without_model = true;
+            self.out.settled_without_model = Some(ModelFreeReading::HumanOwned);
             self.reply(self.msgs.handoff_pending.clone());
             return Ok(());
         }
@@ -76,36 +76,36 @@ impl Run<'_> {
             Some(TransactionStatus::CollectingParameters | TransactionStatus::PreValidation)
                 if Box::pin(self.try_typed_fill(text)).await? =>
             {
-                self.out.settled_without_model = true;
+                self.out.settled_without_model = Some(ModelFreeReading::TypedFill);
                 return Ok(());
             }
             // A resend (a bad connection delivers the request again: `quero cancelar o pedido
             // 310120` twice) is no answer to the confirmation its first copy opened, however
             // its words read: the question is asked again and nothing executes.
             Some(TransactionStatus::AwaitingConfirmation) if self.resends_last_message(text) => {
-                self.out.settled_without_model = true;
+                self.out.settled_without_model = Some(ModelFreeReading::Resend);
                 self.ask_pending();
                 return Ok(());
             }
             Some(TransactionStatus::AwaitingConfirmation) => match self.recognise(text) {
                 Some(Confirmation::Affirm) => {
-                    self.out.settled_without_model = true;
+                    self.out.settled_without_model = Some(ModelFreeReading::Affirmed);
                     return Box::pin(self.confirmed()).await;
                 }
                 Some(Confirmation::Deny) => {
-                    self.out.settled_without_model = true;
+                    self.out.settled_without_model = Some(ModelFreeReading::Declined);
                     return self.declined();
                 }
                 // PR-6 with MG-6: yes with the values shown said back (`sim, cancela o
                 // PED-90121`, `yes, number 10, cep 70040-010`) confirms what was shown.
                 None if self.affirms_restating(text) => {
-                    self.out.settled_without_model = true;
+                    self.out.settled_without_model = Some(ModelFreeReading::Affirmed);
                     return Box::pin(self.confirmed()).await;
                 }
                 // MG-6: a correction (`I meant PED-1002`, `yes, but the number is 210`) is
                 // merged and asked again, with no model call.
                 None if Box::pin(self.try_typed_fill(text)).await? => {
-                    self.out.settled_without_model = true;
+                    self.out.settled_without_model = Some(ModelFreeReading::Correction);
                     return Ok(());
                 }
                 // PR-6: `melhor não, vou esperar` — a refusing first clause, nothing after it

@@ -7,7 +7,9 @@ use super::handover::HandoffReason;
 use super::{confident, Flowing, Run, ROUTE_END_SESSION, ROUTE_HUMAN_HANDOFF};
 use crate::domain::decision::{SessionControl, Skill};
 use crate::domain::effect::RouteDecision;
-use crate::domain::effect::{Answer, ClassifierRequest, EventType, FallbackReason, Request};
+use crate::domain::effect::{
+    Answer, ClassifierRequest, EventType, FallbackReason, ModelFreeReading, Request,
+};
 use crate::domain::locale::Locale;
 use crate::domain::reply::About;
 use crate::domain::transaction::{reason, TransactionStatus};
@@ -17,7 +19,7 @@ impl Run<'_> {
     // ---- step 2: structured channel actions ----
 
     pub(super) async fn on_action(&mut self, action: ChannelAction) -> Flowing<()> {
-        self.out.settled_without_model = true;
+        self.out.settled_without_model = Some(ModelFreeReading::ChannelAction);
         let status = self.active_status();
         match action {
             ChannelAction::Confirm => match status {
@@ -176,7 +178,7 @@ impl Run<'_> {
         if !(pending && crate::domain::hold_on::holds_on(text)) {
             return false;
         }
-        self.out.settled_without_model = true;
+        self.out.settled_without_model = Some(ModelFreeReading::HoldOn);
         self.reply(self.msgs.hold_on.clone());
         self.ask_pending();
         true

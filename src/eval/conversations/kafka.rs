@@ -683,7 +683,7 @@ mod tests {
             fallbacks: Vec::new(),
             inconsistencies: Vec::new(),
             transitions: Vec::new(),
-            settled_without_model: false,
+            settled_without_model: None,
             results: Vec::new(),
             handback: None,
         };
