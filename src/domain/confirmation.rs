@@ -1650,16 +1650,7 @@ fn is_interjection(word: &str) -> bool {
         "affs", "afe", "putz", "vish", "vixe", "eita", "nossa", "poxa", "puxa", "caramba", "gente",
         "mano", "ufa", "ops", "opa", "ih", "xi", "ai", "ae",
     ];
-    WORDS.contains(&word) || is_laughter(word)
-}
-
-/// Laughter as typed in chat, one folded word: `lol`, `lmao`, `kkkk`, `hahaha`, `hehe`, `rsrs`.
-pub(crate) fn is_laughter(word: &str) -> bool {
-    let only = |set: &str| !word.is_empty() && word.chars().all(|c| set.contains(c));
-    matches!(word, "lol" | "lool" | "lmao" | "lmfao" | "rofl")
-        || (word.len() >= 2 && only("k"))
-        || (word.len() >= 4 && only("hae") && word.matches('h').count() >= 2)
-        || (word.len() >= 2 && word.len() % 2 == 0 && word.as_bytes().chunks(2).all(|c| c == b"rs"))
+    WORDS.contains(&word) || crate::domain::parameter::is_laughter(word)
 }
 
 /// The longest lexicon phrase at the start of `rest`: its length in words and its kind. `None`

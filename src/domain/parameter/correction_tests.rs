@@ -214,6 +214,57 @@ fn mg6_a_negated_value_that_is_not_held_is_the_new_one() {
     assert_eq!(read("wait no PED-1178", None, true), vec![]);
 }
 
+// MG-6: `no it's 420 not 402` while 402 is held: the held value is the old one, so the other
+// is the new one though a `no` stands before it with no comma (both were set aside before).
+#[test]
+fn mg6_beside_the_held_value_the_other_is_the_new_one() {
+    let held: std::collections::BTreeMap<String, Value> =
+        [("house_number".to_string(), json!(402))]
+            .into_iter()
+            .collect();
+    let at = |text: &str| read_holding(text, None, true, Some(&held));
+    assert_eq!(at("no it's 420 not 402"), one("house_number", json!(420)));
+    assert_eq!(
+        at("wait no it's 420 not 402 lol"),
+        one("house_number", json!(420))
+    );
+    assert_eq!(at("não é 402 é 420"), one("house_number", json!(420)));
+    // Neither held: both negated values are old ones, nothing new is read.
+    assert_eq!(at("no it's 420 not 421"), vec![]);
+}
+
+// MG-6: the confirming verb, `na vdd` and laughter stand around a correction as `yes`, `na
+// verdade` and `sorry` do.
+#[test]
+fn mg6_confirming_verb_abbreviations_and_laughter_around_a_correction() {
+    assert_eq!(
+        read(
+            "confirmo sim mas o número é 420, digitei errado",
+            None,
+            true
+        ),
+        one("house_number", json!(420))
+    );
+    assert_eq!(
+        read("confirmed but the house number is 420", None, true),
+        one("house_number", json!(420))
+    );
+    assert_eq!(
+        read("na vdd é 420", None, true),
+        one("house_number", json!(420))
+    );
+    assert_eq!(
+        read("it's 420 haha", None, true),
+        one("house_number", json!(420))
+    );
+    assert_eq!(
+        read("é 420 kkkk", None, true),
+        one("house_number", json!(420))
+    );
+    // Laughter is no value's label: alone it reads nothing.
+    assert_eq!(read("kkkk", None, true), vec![]);
+}
+
 // MG-6: `except` introduces the correction in an affirm-and-correct.
 #[test]
 fn mg6_except_introduces_a_correction() {

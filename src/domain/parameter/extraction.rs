@@ -173,11 +173,20 @@ fn negated_spans(
         let Some(held) = held else {
             return true;
         };
-        let several = candidates
-            .get(i)
-            .is_some_and(|cs| cs.iter().any(|o| o.span != c.span));
+        let others = || {
+            candidates
+                .get(i)
+                .into_iter()
+                .flatten()
+                .filter(|o| o.span != c.span)
+        };
         match (params.get(i).and_then(|p| held.get(p.name)), &c.value) {
-            (Some(h), Ok(v)) => h == v || several,
+            // Beside the held value (`no it's 47,50 not 74,50` while 74,50 is shown), another
+            // value is the new one, whatever negation stands before it.
+            (Some(h), Ok(v)) => {
+                h == v
+                    || (others().next().is_some() && !others().any(|o| o.value.as_ref() == Ok(h)))
+            }
             (None, Ok(_)) => true,
             // An invalid reading (`22` as an order id) says nothing about what is held.
             (_, Err(_)) => false,

@@ -161,11 +161,18 @@ pub const CORRECTION_MARKERS: &[&str] = &[
     "alterar",
     "pra",
     "para",
-    // `na real` (slang for "actually"): `é 25,40 na real`; `na verdade` likewise (markers are
-    // set aside before filler phrases are read).
+    // `na real` (slang for "actually"): `é 25,40 na real`; `na verdade` (`na vdd`) likewise
+    // (markers are set aside before filler phrases are read).
     "real",
     "na",
     "verdade",
+    "vdd",
+    // Affirm-and-correct with the confirming verb: `confirmo sim mas o valor é 98,90`,
+    // `confirmed, but the amount is 44.50` (the value changed, so it is asked again).
+    "confirm",
+    "confirmed",
+    "confirmo",
+    "confirma",
     "novo",
     "nova",
     "lugar",
@@ -219,9 +226,19 @@ pub(super) const FILLER_LISTS: [&[&str]; 6] = [
     FILLER_DISCOURSE,
 ];
 
-/// Whether a folded word is filler on its own.
+/// Whether a folded word is filler on its own. Laughter is chat noise beside a value as
+/// anywhere else (`it's 46.50 lol`, `é 19,50 kkkk`).
 pub(super) fn is_filler(word: &str) -> bool {
-    FILLER_LISTS.iter().any(|list| list.contains(&word))
+    FILLER_LISTS.iter().any(|list| list.contains(&word)) || is_laughter(word)
+}
+
+/// Laughter as typed in chat, one folded word: `lol`, `lmao`, `kkkk`, `hahaha`, `hehe`, `rsrs`.
+pub(crate) fn is_laughter(word: &str) -> bool {
+    let only = |set: &str| !word.is_empty() && word.chars().all(|c| set.contains(c));
+    matches!(word, "lol" | "lool" | "lmao" | "lmfao" | "rofl")
+        || (word.len() >= 2 && only("k"))
+        || (word.len() >= 4 && only("hae") && word.matches('h').count() >= 2)
+        || (word.len() >= 2 && word.len() % 2 == 0 && word.as_bytes().chunks(2).all(|c| c == b"rs"))
 }
 
 /// The length of a filler phrase starting at `words[0]`, if one does.

@@ -39,7 +39,7 @@
 //!
 //! **Filler words** are the `FILLER_*` lists (in `filler`, re-exported here: articles, pronouns
 //! and possessives, *to be* / *ser* / *estar*, politeness, `and`/`e`, discourse markers and
-//! acknowledgements), compared on folded words (case and accents ignored), both locales' lists
+//! acknowledgements; laughter — `lol`, `kkkk` — too), compared on folded words (case and accents ignored), both locales' lists
 //! for every message. Not filler:
 //! verbs and nouns (`call`, `times`, `liguei`, `vezes`, `human`), prepositions (`to`, `no`, `de`:
 //! `me liga no …`), negations (`no`, `not`, `não`: `não é 45` is not 45), and `ok`/`sim`/`yes` are
@@ -106,6 +106,7 @@ pub use self::extraction::{
     extract, extract_clear, extract_clear_with, extract_labelled, ClearOptions, Extracted,
     Extraction, LabelledParameter, Rejected,
 };
+pub(crate) use self::filler::is_laughter;
 pub use self::filler::{
     CORRECTION_MARKERS, FILLER_ARTICLES, FILLER_CONJUNCTIONS, FILLER_DISCOURSE, FILLER_PHRASES,
     FILLER_POLITENESS, FILLER_PRONOUNS, FILLER_TO_BE, REQUEST_FRAME,

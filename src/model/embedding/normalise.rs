@@ -12,7 +12,7 @@
 //! more letters all in capitals (`they PROMISED`); words with digits (`PED-72158`) and short
 //! acronyms in a normal message (`CEP`, `PIX`) keep their case.
 
-use crate::domain::confirmation::is_laughter;
+use crate::domain::parameter::is_laughter;
 
 /// `text` as it is embedded; the text itself when nothing changes, or when nothing would be left.
 pub(super) fn for_embedding(text: &str) -> String {
