@@ -686,6 +686,11 @@ const LEXICON: &[(&str, Kind)] = &[
     // `não manda ainda não`, `don't submit it yet`: time words around a refusal.
     ("ainda", Filler),
     ("yet", Filler),
+    // `so no for now`, `não, por enquanto não`: for the time being, still the answer.
+    ("for now", Filler),
+    ("for the moment", Filler),
+    ("por enquanto", Filler),
+    ("por agora", Filler),
     ("meu filho", Filler),
     ("minha filha", Filler),
     ("filho", Filler),
@@ -2297,6 +2302,8 @@ mod tests {
             "hmm, na verdade vou ver com o banco antes. não manda ainda não",
             "wait, let me think. no",
             "actually, let me ask my husband first, maybe he ordered something. not now, thanks",
+            "Actually, let me check with my husband first, so no for now",
+            "vou ver com meu marido antes. não, por enquanto não",
         ] {
             assert!(refuses_after_deferral(text, &verbs), "{text:?}");
         }

@@ -125,10 +125,12 @@ pub fn holds_on(text: &str) -> bool {
             _ => after,
         };
         // An answer after it (`wait, let me check with my wife... no, leave it`) is the answer.
+        // So is a withdrawal (`pera, vou ver com meu marido antes, deixa pra lá`).
         let answers = clauses
             .iter()
             .skip(1)
-            .any(|c| confirmation::recognise(&c.join(" ")).is_some());
+            .any(|c| confirmation::recognise(&c.join(" ")).is_some())
+            || crate::domain::withdrawal::withdraws_last(text, &[]);
         return !answers && (after.is_empty() || longest(after, OWN_STEP).is_some());
     }
     // The wait phrase last, after not having the value at hand.
@@ -185,6 +187,7 @@ mod tests {
             "I'll wait for the next statement",
             "nao lembro o valor",
             "hmm wait let me check with my wife first... no, leave it for now",
+            "pera, vou ver com meu marido antes, deixa pra lá",
             "",
         ] {
             assert!(!holds_on(text), "{text}");

@@ -233,6 +233,24 @@ const REQUEST_WORDS: &[&str] = &[
     "problem",
     "problema",
     "issue",
+    // Indirect politeness frames a request too: `would it perhaps be possible to contest a
+    // charge on my latest bill?`, `sorry to bother you`, `eu estava pensando se seria possível
+    // contestar um valor`.
+    "possible",
+    "possibly",
+    "perhaps",
+    "maybe",
+    "wondering",
+    "wonder",
+    "bother",
+    "might",
+    "kindly",
+    "possivel",
+    "talvez",
+    "pensando",
+    "estava",
+    "seria",
+    "incomodar",
     // Chat spellings of `quero`.
     "qro",
     "kero",
