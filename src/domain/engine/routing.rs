@@ -188,13 +188,7 @@ impl Run<'_> {
     /// não, vou esperar pra ver se chega`).
     async fn refused(&mut self, text: &str, rest: Option<&str>) -> Flowing<()> {
         let tool = self.active().map(|t| t.tool.clone());
-        let gives_a_value = rest.is_some_and(|rest| {
-            self.assistant.tools.values().any(|t| {
-                !t.read_clear_values(rest, self.turn.locale, Default::default())
-                    .values
-                    .is_empty()
-            })
-        });
+        let gives_a_value = rest.is_some_and(|rest| self.gives_a_value(rest));
         match tool {
             Some(tool) if gives_a_value => {
                 // The request that follows is answered in the same reply: the decline says what

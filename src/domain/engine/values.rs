@@ -256,6 +256,15 @@ impl Run<'_> {
                 self.ask_confirmation();
                 Ok(Reading::Settled)
             }
+            // PR-6 with PR-2: a refusal that goes on to give a value (`não, calma, eu não
+            // falei pra cancelar ainda! primeiro quero saber onde tá o PED-347222`) may carry a
+            // new request: declined as a cancel is, and the router decides, never reopening
+            // the declined tool.
+            InterpreterAct::Deny if awaiting && self.gives_a_value(text) => {
+                let declined = self.active().map(|tx| tx.tool.clone()).unwrap_or_default();
+                self.declined_quietly()?;
+                Ok(Reading::Cancelled(declined))
+            }
             InterpreterAct::Deny if awaiting => {
                 self.declined()?;
                 Ok(Reading::Settled)
@@ -264,6 +273,16 @@ impl Run<'_> {
                 Ok(Reading::Nothing)
             }
         }
+    }
+
+    /// Whether any tool's typed parsers read a value in `text` (`track PED-2719`, `cep
+    /// 01310-100`): after a refusal, the sign of a request that may follow it.
+    pub(super) fn gives_a_value(&self, text: &str) -> bool {
+        self.assistant.tools.values().any(|t| {
+            !t.read_clear_values(text, self.turn.locale, Default::default())
+                .values
+                .is_empty()
+        })
     }
 
     /// MG-1..MG-6: merges the valid values and explains the first invalid one. A change moves
