@@ -12,7 +12,7 @@ use crate::domain::withdrawal;
 
 /// Folded words that open a question without a question mark (`quanto tempo demora`, `how long
 /// does it take`): a question about the transaction is PR-3a's, never the reason.
-const QUESTION_OPENERS: &[&str] = &[
+pub(super) const QUESTION_OPENERS: &[&str] = &[
     "what", "how", "when", "where", "why", "which", "who", "can", "could", "will", "would", "is",
     "are", "do", "does", "did", "should", "que", "quanto", "quanta", "quando", "como", "onde",
     "qual", "quais", "porque", "pq", "quem", "sera", "posso", "pode", "consigo", "da",
@@ -269,7 +269,7 @@ const OBJECTION_WORDS: &[&str] = &[
 /// Two folded words match when they are equal or share their first five letters (`charged` and
 /// `charge`, `contestar` and `contestacao`): a stem without a stemmer, enough to tell request
 /// words from a description.
-fn same_stem(a: &str, b: &str) -> bool {
+pub(super) fn same_stem(a: &str, b: &str) -> bool {
     if a == b {
         return true;
     }

@@ -5,6 +5,7 @@ use crate::domain::catalog::Tool;
 use crate::domain::parameter;
 use crate::domain::transaction::{AttemptOutcome, Transaction, TransactionStatus};
 
+use super::free_text::{same_stem, QUESTION_OPENERS};
 use super::Run;
 
 /// Words that ask for the same again beside a new value (folded): `and PED-54870 too`, `e o
@@ -13,6 +14,24 @@ const ADDITIVE: &[&str] = &[
     "too", "also", "what", "about", "how", "another", "other", "one", "now", "again", "tambem",
     "tb", "tbm", "outro", "outra", "esse", "essa", "este", "esta", "agora", "mais", "aqui",
 ];
+
+/// Words that ask for something said before (folded): `what was the total again?`, `qual era o
+/// código mesmo?`, `de novo`.
+const AGAIN: &[&str] = &[
+    "again",
+    "mesmo",
+    "msm",
+    "novamente",
+    "novo",
+    "remind",
+    "lembra",
+    "repeat",
+    "repete",
+];
+
+/// The router's confidence from which a question it routes to the look-up just shown is taken
+/// as one about that result (below the route threshold: restating runs nothing).
+const LEANING: f64 = 0.6;
 
 impl Run<'_> {
     /// The last transaction when it is a look-up (a tool with no confirmation) that completed,
@@ -30,14 +49,9 @@ impl Run<'_> {
     /// the tool's action verbs (`track my order` runs it anew).
     /// The result is the last successful attempt's evidence; a truncated one is not restated.
     pub(super) fn last_result_again(&mut self, tool_name: &str, text: &str) -> Option<String> {
-        let (last, tool) = self
+        let (_, tool) = self
             .last_lookup()
             .filter(|(last, _)| last.tool == tool_name)?;
-        let options = parameter::ClearOptions::default();
-        let reading = tool.read_clear_values(text, self.turn.locale, options);
-        if !reading.values.is_empty() || !reading.rejected.is_empty() {
-            return None;
-        }
         // A message with the tool's own verb asks for it again (`track my order`, `quero ver
         // minha fatura`); a follow-up asks about what it said.
         let words = parameter::content_words(text, &[]);
@@ -45,9 +59,83 @@ impl Run<'_> {
             let verb = parameter::content_words(verb, &[]);
             !verb.is_empty() && verb.iter().all(|v| words.contains(v))
         });
-        if names_action {
+        if names_action || self.gives_a_value_for_last_lookup(text) {
             return None;
         }
+        self.restated_last_result()
+    }
+
+    /// RP-1 with nothing in flight and no confident route: a question about the look-up result
+    /// just shown (`when's it due again?`, `qual era o código de rastreio msm?`) is answered
+    /// from it, as [`Self::last_result_again`] answers one the router names confidently, when
+    /// the router leaned to that look-up ([`LEANING`] or more) and it asks for something again
+    /// (`what was the total again?`, [`AGAIN`]), or
+    /// every word the question asks about is a word of the result as it was shown (the
+    /// result's words may be the tool's verbs: `tracking code`). It gives no value. Restating a
+    /// result shown before runs nothing, so a lower bar than a route's is safe.
+    pub(super) fn question_on_last_result(
+        &mut self,
+        text: &str,
+        leaning: Option<(&str, f64)>,
+    ) -> Option<String> {
+        let (question, rest) = text.split_once('?').unwrap_or((text, ""));
+        let opens_a_question = |part: &str| {
+            parameter::content_words(part, &[])
+                .first()
+                .is_some_and(|w| QUESTION_OPENERS.contains(&w.as_str()))
+        };
+        // One question: a second one after it (`so due jan 10? can i get an extension`) asks
+        // something else the result does not answer.
+        let asks_more = rest.contains('?') || opens_a_question(rest);
+        if !(text.contains('?') || opens_a_question(question))
+            || asks_more
+            || self.gives_a_value_for_last_lookup(text)
+        {
+            return None;
+        }
+        let words = parameter::content_words(question, &[]);
+        let (last, _) = self.last_lookup()?;
+        // The router's leaning counts for a question that asks for something again.
+        let leans = leaning.is_some_and(|(tool, confidence)| {
+            tool == last.tool && (LEANING..=1.0).contains(&confidence)
+        }) && words.iter().any(|w| AGAIN.contains(&w.as_str()));
+        let shown = self.shown_last_result()?;
+        let shown_words = parameter::content_words(&shown, &[]);
+        let asked: Vec<&String> = words
+            .iter()
+            .filter(|w| w.chars().count() > 2)
+            .filter(|w| !QUESTION_OPENERS.contains(&w.as_str()) && !AGAIN.contains(&w.as_str()))
+            .collect();
+        let about_it = !asked.is_empty()
+            && asked
+                .iter()
+                .all(|w| shown_words.iter().any(|s| same_stem(s, w)));
+        (leans || about_it).then(|| self.restated_last_result())?
+    }
+
+    /// Whether `text` gives a value the last look-up's tool reads (`and PED-1002?`): then it
+    /// asks for that value, not about the result shown.
+    fn gives_a_value_for_last_lookup(&self, text: &str) -> bool {
+        self.last_lookup().is_some_and(|(_, tool)| {
+            let reading = tool.read_clear_values(text, self.turn.locale, Default::default());
+            !reading.values.is_empty() || !reading.rejected.is_empty()
+        })
+    }
+
+    /// The last look-up's result shown again, counted as restated.
+    fn restated_last_result(&mut self) -> Option<String> {
+        let shown = self.shown_last_result()?;
+        let tool = self.last_lookup()?.0.tool.clone();
+        self.out
+            .results
+            .push((tool, crate::domain::reply::ResultRendering::Restated));
+        Some(shown)
+    }
+
+    /// The last look-up's result as it was shown, from the last successful attempt's evidence;
+    /// none when that evidence was truncated.
+    fn shown_last_result(&self) -> Option<String> {
+        let (last, tool) = self.last_lookup()?;
         let evidence = last
             .evidence
             .iter()
@@ -59,10 +147,6 @@ impl Run<'_> {
         let data = serde_json::from_str(&evidence.summary)
             .unwrap_or_else(|_| serde_json::Value::String(evidence.summary.clone()));
         let (text, _) = self.replies().completed(tool, &last.arguments, &data);
-        self.out.results.push((
-            tool_name.to_owned(),
-            crate::domain::reply::ResultRendering::Restated,
-        ));
         Some(text)
     }
 

@@ -215,6 +215,14 @@ impl Run<'_> {
             Answer::Router(a) => a,
             other => return Err(self.mismatch("router", &other)),
         };
+        let leaning = match &answer {
+            Ok(RouterDecision::Route {
+                intent: Some(tool),
+                confidence,
+                ..
+            }) => Some((tool.clone(), *confidence)),
+            _ => None,
+        };
         let mut routed = self.read_route(answer);
         if let Routed::Agent { tool: Some(t), .. } = &routed {
             if Some(t.as_str()) == cancelled {
@@ -225,6 +233,11 @@ impl Run<'_> {
         }
         let after_cancel = cancelled.is_some();
         if let (Routed::Nowhere { .. }, None, false) = (&routed, self.active(), after_cancel) {
+            let leaning = leaning.as_ref().map(|(tool, c)| (tool.as_str(), *c));
+            if let Some(reply) = self.question_on_last_result(text, leaning) {
+                self.reply(reply);
+                return Ok(());
+            }
             if let Some((agent, tool)) = self.another_value_for_last_lookup(text) {
                 return Box::pin(self.route_fresh(text, agent, Some(tool), BTreeMap::new())).await;
             }
