@@ -200,9 +200,13 @@ impl Run<'_> {
         }
     }
 
-    /// Step 6: the router. `cancelled`: the tool of a transaction this same message just cancelled
-    /// (PR-2), which the router's answer must not reopen.
-    pub(super) async fn route(&mut self, text: &str, cancelled: Option<&str>) -> Flowing<()> {
+    /// The router's answer for `text`, read against the thresholds (a route to `cancelled` is
+    /// none), with the look-up it leaned to and how confidently, whatever the thresholds.
+    async fn routed(
+        &mut self,
+        text: &str,
+        cancelled: Option<&str>,
+    ) -> Flowing<(Routed, Option<(String, f64)>)> {
         let request = RouterRequest {
             message: text.to_owned(),
             locale: self.turn.locale,
@@ -231,6 +235,13 @@ impl Run<'_> {
                 };
             }
         }
+        Ok((routed, leaning))
+    }
+
+    /// Step 6: the router. `cancelled`: the tool of a transaction this same message just cancelled
+    /// (PR-2), which the router's answer must not reopen.
+    pub(super) async fn route(&mut self, text: &str, cancelled: Option<&str>) -> Flowing<()> {
+        let (routed, leaning) = self.routed(text, cancelled).await?;
         let after_cancel = cancelled.is_some();
         if let (Routed::Nowhere { .. }, None, false) = (&routed, self.active(), after_cancel) {
             let leaning = leaning.as_ref().map(|(tool, c)| (tool.as_str(), *c));
