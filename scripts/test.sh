@@ -20,12 +20,12 @@ bash scripts/install-tools.sh
 # Floors of the whole-conversation eval (`turnstile eval conversations`, every conversation of
 # tests/data/conversations/, strict figures; docs/decision-quality.md "Whole conversations"):
 # the suite fails when turn accuracy or conversation success falls below its floor, or when more
-# turns than MAX_UNSAFE are unsafe. Set from what the set measures (90.3 % / 74.0 % / 21 with the
-# fourteenth and fifteenth authors' 80 conversations, added before anything was tuned on them;
-# docs/decision-quality.md), so a change that breaks conversations fails.
-MIN_TURN_ACCURACY=0.900
-MIN_CONVERSATION_SUCCESS=0.735
-MAX_UNSAFE=21
+# turns than MAX_UNSAFE are unsafe. Set from what the set measures (91.0 % / 75.4 % / 17 with the
+# fourteenth and fifteenth authors' 80 conversations; ten of the seventeen unsafe turns are in
+# test parts, docs/decision-quality.md), so a change that breaks conversations fails.
+MIN_TURN_ACCURACY=0.905
+MIN_CONVERSATION_SUCCESS=0.750
+MAX_UNSAFE=17
 
 started=0
 secure_started=0
