@@ -13,10 +13,12 @@
 //! One concern per file, in the contract's order of evaluation:
 //! - `coroutine`: the [`TurnRun`] driver and the one suspension point, `ask`;
 //! - `restore`: step 1, diagnosis, expiry and LC-4 recovery;
-//! - `session`: step 2's channel actions, step 4's classifier, handoff and end (SC-5, SC-6);
+//! - `session`: step 2's channel actions, step 4's classifier, handoff and end (SC-5, SC-6),
+//!   and a hold-on (`one sec, let me find the amount`), read before any model;
 //! - `handover`: the handoff event's routing context (SC-5) and the hand-back (SC-11);
 //! - `routing`: steps 3 to 6 for free text, the router and what its answer does;
-//! - `lookup`: a look-up after it ran — a follow-up on its result, another value for it (RP-1);
+//! - `lookup`: a look-up after it ran — a follow-up or a question on its result, another value
+//!   for it (RP-1);
 //! - `values`: typed parsers, the interpreter's reading, validation and merging (PR-1, MG-*);
 //! - `free_text`: a reason in the customer's words filling a free-text parameter (MG-5);
 //! - `lifecycle`: opening, advancing, executing and ending transactions (LC-1..LC-4);
