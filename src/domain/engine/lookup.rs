@@ -110,7 +110,7 @@ impl Run<'_> {
             && asked
                 .iter()
                 .all(|w| shown_words.iter().any(|s| same_stem(s, w)));
-        (leans || about_it).then(|| self.restated_last_result())?
+        (leans || about_it).then(|| self.restated(shown))
     }
 
     /// Whether `text` gives a value the last look-up's tool reads (`and PED-1002?`): then it
@@ -125,11 +125,18 @@ impl Run<'_> {
     /// The last look-up's result shown again, counted as restated.
     fn restated_last_result(&mut self) -> Option<String> {
         let shown = self.shown_last_result()?;
-        let tool = self.last_lookup()?.0.tool.clone();
-        self.out
-            .results
-            .push((tool, crate::domain::reply::ResultRendering::Restated));
-        Some(shown)
+        Some(self.restated(shown))
+    }
+
+    /// `shown` (the last look-up's result as rendered), counted as restated.
+    fn restated(&mut self, shown: String) -> String {
+        if let Some((last, _)) = self.last_lookup() {
+            let tool = last.tool.clone();
+            self.out
+                .results
+                .push((tool, crate::domain::reply::ResultRendering::Restated));
+        }
+        shown
     }
 
     /// The last look-up's result as it was shown, from the last successful attempt's evidence;
