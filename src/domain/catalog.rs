@@ -204,6 +204,9 @@ pub struct MessageSet {
     pub handback: String,
     /// A hold-on (`one sec, let me find the amount`): before the pending step asked again.
     pub hold_on: String,
+    /// A refused person (`I don't want a human, just fix it`): the assistant carries on, before
+    /// the pending step asked again.
+    pub keeps_helping: String,
     pub end_session: String,
     /// LC-1: pre-validation could not be obtained (FAILED, `pre_validation_unavailable`).
     pub pre_validation_unavailable: String,

@@ -1219,6 +1219,14 @@ const BESIDE_A_FAREWELL: &[&str] = &[
     "patience",
     "assistance",
     "service",
+    // Waving off an apology or a wait before closing (`alright no problem thank you so much
+    // have a good one`, `sem problema, valeu, tchau`).
+    "no",
+    "problem",
+    "problems",
+    "worries",
+    "sem",
+    "problema",
     // Acknowledging before closing (`I understand. In that case, that will be all.`).
     "i",
     "understand",
@@ -1231,8 +1239,9 @@ const BESIDE_A_FAREWELL: &[&str] = &[
 
 /// A wish that closes (folded words from `at`): `have a good one`, `have a nice day`, `tenha um
 /// bom dia`, `tenha uma ótima tarde` — the verb, an article, an adjective of good wishes, then
-/// what is wished; returns how many words it takes.
-fn wish_at(words: &[String]) -> Option<usize> {
+/// what is wished; returns how many words it takes. After thanks the verb may go unsaid
+/// (`obrigado, bom fim de semana!`, `thanks, great weekend`): no one greets after thanking.
+fn wish_at(words: &[String], thanked: bool) -> Option<usize> {
     const VERBS: &[&str] = &["have", "tenha", "tenham"];
     const ARTICLES: &[&str] = &["a", "um", "uma"];
     const GOOD: &[&str] = &[
@@ -1260,11 +1269,13 @@ fn wish_at(words: &[String]) -> Option<usize> {
         "semana",
     ];
     let word = |i: usize| words.get(i).map(String::as_str);
-    if !word(0).is_some_and(|w| VERBS.contains(&w)) {
+    let mut at = 0;
+    if word(0).is_some_and(|w| VERBS.contains(&w)) {
+        at = 1;
+    } else if !thanked {
         return None;
     }
-    let mut at = 1;
-    if word(at).is_some_and(|w| ARTICLES.contains(&w)) {
+    if at > 0 && word(at).is_some_and(|w| ARTICLES.contains(&w)) {
         at += 1;
     }
     if !word(at).is_some_and(|w| GOOD.contains(&w)) {
@@ -1299,7 +1310,7 @@ pub fn says_goodbye(clause: &str) -> bool {
             .filter(|p| rest.len() >= p.len() && rest.iter().zip(p.iter()).all(|(w, p)| w == p))
             .map(|p| p.len())
             .max()
-            .or_else(|| wish_at(rest))
+            .or_else(|| wish_at(rest, thanked))
             // After thanks, a wish of the time of day closes (`grato pela atenção. boa noite`):
             // no one greets after thanking.
             .or_else(|| thanked.then(|| time_of_day_at(rest)).flatten());
@@ -1967,6 +1978,11 @@ mod tests {
             "Agradeço imensamente a atenção. Tenham uma ótima tarde.",
             "Grato pela atenção. Boa noite.",
             "I understand. In that case, that will be all. Thank you for your patience.",
+            // After thanks, a wish needs no verb; a waved-off apology stands beside a closing.
+            "obrigado, bom fim de semana!",
+            "valeu, boa semana",
+            "alright no problem thank you so much have a good one",
+            "sem problema, valeu, tchau",
         ] {
             assert!(says_goodbye(text), "{text}");
         }
@@ -1980,6 +1996,9 @@ mod tests {
             "that's all wrong",
             "cancel it, bye",
             "não quero dar tchau",
+            // A wish with no thanks before it greets as often as it closes.
+            "bom fim de semana",
+            "no problem",
             "até",
             "",
         ] {

@@ -325,6 +325,8 @@ pub enum ModelFreeReading {
     HumanOwned,
     /// `one sec, let me find the amount` while something is pending (`domain::hold_on`).
     HoldOn,
+    /// `I don't want a human, just fix it` (`domain::person_refusal`): the assistant carries on.
+    PersonRefused,
     /// PR-1: a typed parser filled the pending parameters.
     TypedFill,
     /// The message that opened the confirmation, delivered again.
@@ -343,6 +345,7 @@ impl ModelFreeReading {
             ModelFreeReading::ChannelAction => "channel_action",
             ModelFreeReading::HumanOwned => "human_owned",
             ModelFreeReading::HoldOn => "hold_on",
+            ModelFreeReading::PersonRefused => "person_refused",
             ModelFreeReading::TypedFill => "typed_fill",
             ModelFreeReading::Resend => "resend",
             ModelFreeReading::Affirmed => "affirmed",
@@ -351,10 +354,11 @@ impl ModelFreeReading {
         }
     }
 
-    pub const ALL: [ModelFreeReading; 8] = [
+    pub const ALL: [ModelFreeReading; 9] = [
         ModelFreeReading::ChannelAction,
         ModelFreeReading::HumanOwned,
         ModelFreeReading::HoldOn,
+        ModelFreeReading::PersonRefused,
         ModelFreeReading::TypedFill,
         ModelFreeReading::Resend,
         ModelFreeReading::Affirmed,

@@ -9,6 +9,7 @@ pub mod engine;
 pub mod hold_on;
 pub mod locale;
 pub mod parameter;
+pub mod person_refusal;
 pub mod reply;
 pub mod state;
 pub mod transaction;

@@ -57,6 +57,7 @@ pub fn default_messages(locale: Locale) -> MessageSet {
                 .into(),
             handback: "You are chatting with the virtual assistant again.".into(),
             hold_on: "Sure, take your time.".into(),
+            keeps_helping: "Alright, I'll keep helping you here.".into(),
             end_session: DEFAULT_END_SESSION_MESSAGE.into(),
             pre_validation_unavailable: "Sorry, I could not check {tool} right now. Nothing \
                                          was changed; please try again later."
@@ -94,6 +95,7 @@ pub fn default_messages(locale: Locale) -> MessageSet {
                 .into(),
             handback: "Você está falando novamente com o assistente virtual.".into(),
             hold_on: "Claro, fique à vontade.".into(),
+            keeps_helping: "Tudo bem, sigo te ajudando por aqui.".into(),
             end_session: "O atendimento foi encerrado. Obrigado pelo contato.".into(),
             pre_validation_unavailable: "Desculpe, não consegui verificar {tool} agora. \
                                          Nada foi alterado; tente novamente mais tarde."

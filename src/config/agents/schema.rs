@@ -406,6 +406,7 @@ pub(super) struct RawMessages {
     pub(super) handoff_pending: Option<String>,
     pub(super) handback: Option<String>,
     pub(super) hold_on: Option<String>,
+    pub(super) keeps_helping: Option<String>,
     pub(super) end_session: Option<String>,
     pub(super) pre_validation_unavailable: Option<String>,
     pub(super) not_done: Option<String>,
@@ -414,7 +415,7 @@ pub(super) struct RawMessages {
 
 impl RawMessages {
     /// `(key, override)` pairs, in [`MessageSet`] field order.
-    pub(super) fn entries(self) -> [(&'static str, Option<String>); 25] {
+    pub(super) fn entries(self) -> [(&'static str, Option<String>); 26] {
         [
             ("ask_parameters", self.ask_parameters),
             ("invalid_value", self.invalid_value),
@@ -437,6 +438,7 @@ impl RawMessages {
             ("handoff_pending", self.handoff_pending),
             ("handback", self.handback),
             ("hold_on", self.hold_on),
+            ("keeps_helping", self.keeps_helping),
             ("end_session", self.end_session),
             (
                 "pre_validation_unavailable",
@@ -471,6 +473,7 @@ pub(super) fn message_slot<'a>(set: &'a mut MessageSet, key: &str) -> &'a mut St
         "handoff_pending" => &mut set.handoff_pending,
         "handback" => &mut set.handback,
         "hold_on" => &mut set.hold_on,
+        "keeps_helping" => &mut set.keeps_helping,
         "end_session" => &mut set.end_session,
         "pre_validation_unavailable" => &mut set.pre_validation_unavailable,
         "not_done" => &mut set.not_done,
@@ -480,7 +483,7 @@ pub(super) fn message_slot<'a>(set: &'a mut MessageSet, key: &str) -> &'a mut St
 }
 
 /// Every template of a message set, as `(key, template)`.
-pub fn message_entries(set: &MessageSet) -> [(&'static str, &str); 25] {
+pub fn message_entries(set: &MessageSet) -> [(&'static str, &str); 26] {
     [
         ("ask_parameters", &set.ask_parameters),
         ("invalid_value", &set.invalid_value),
@@ -503,6 +506,7 @@ pub fn message_entries(set: &MessageSet) -> [(&'static str, &str); 25] {
         ("handoff_pending", &set.handoff_pending),
         ("handback", &set.handback),
         ("hold_on", &set.hold_on),
+        ("keeps_helping", &set.keeps_helping),
         ("end_session", &set.end_session),
         (
             "pre_validation_unavailable",

@@ -61,15 +61,10 @@ impl Run<'_> {
     // ---- steps 3 to 6: free text ----
 
     pub(super) async fn on_text(&mut self, text: &str) -> Flowing<()> {
-        if self.state.human_handoff_requested {
-            // A person owns the conversation now: the bot does not talk over them.
-            self.out.settled_without_model = Some(ModelFreeReading::HumanOwned);
-            self.reply(self.msgs.handoff_pending.clone());
+        let Some(text) = self.text_to_read(text) else {
             return Ok(());
-        }
-        if self.held_on(text) {
-            return Ok(());
-        }
+        };
+        let text = text.as_str();
         // Step 3: PR-1 typed fill, PR-6 recogniser. No model when they decide.
         let mut refusal: Option<&str> = None;
         match self.active_status() {
@@ -160,25 +155,6 @@ impl Run<'_> {
         }
         // Step 6: the router.
         Box::pin(self.route(text, None)).await
-    }
-
-    /// SC-10: whether `text` consents to what is pending: with a confirmation pending, a message
-    /// that opens by consenting and says no farewell (`então tá, confirmado`; `yes, my wife
-    /// bought it by mistake`); while values are collected, a plain affirmation (`yes pls`, `ok`,
-    /// `sim`: an acknowledgement of the question).
-    fn consents(&self, text: &str) -> bool {
-        match self.active_status() {
-            Some(TransactionStatus::AwaitingConfirmation) => {
-                confirmation::opens_with_consent(text, &self.confirmation_verbs())
-            }
-            // `obrigado, só isso` holds a yes word (`isso`) but takes leave: a closing is no
-            // consent while values are being asked for.
-            Some(TransactionStatus::CollectingParameters | TransactionStatus::PreValidation) => {
-                confirmation::recognise(text) == Some(Confirmation::Affirm)
-                    && !confirmation::says_goodbye(text)
-            }
-            _ => false,
-        }
     }
 
     /// PR-6: a refusing first clause declines. When what follows it gives a value (`don't

@@ -5,12 +5,14 @@ use serde_json::json;
 
 use super::handover::HandoffReason;
 use super::{confident, Flowing, Run, ROUTE_END_SESSION, ROUTE_HUMAN_HANDOFF};
+use crate::domain::confirmation::{self, Confirmation};
 use crate::domain::decision::{SessionControl, Skill};
 use crate::domain::effect::RouteDecision;
 use crate::domain::effect::{
     Answer, ClassifierRequest, EventType, FallbackReason, ModelFreeReading, Request,
 };
 use crate::domain::locale::Locale;
+use crate::domain::person_refusal::Besides;
 use crate::domain::reply::About;
 use crate::domain::transaction::{reason, TransactionStatus};
 use crate::domain::turn::ChannelAction;
@@ -182,5 +184,57 @@ impl Run<'_> {
         self.reply(self.msgs.hold_on.clone());
         self.ask_pending();
         true
+    }
+
+    /// What of `text` steps 3 to 6 read, or None when the turn is settled before them: a person
+    /// owns the conversation (the bot does not talk over them), a hold-on, a refused person
+    /// with nothing else said.
+    pub(super) fn text_to_read(&mut self, text: &str) -> Option<String> {
+        if self.state.human_handoff_requested {
+            self.out.settled_without_model = Some(ModelFreeReading::HumanOwned);
+            self.reply(self.msgs.handoff_pending.clone());
+            return None;
+        }
+        if self.held_on(text) {
+            return None;
+        }
+        match self.refused_a_person(text) {
+            Some(Besides::Nothing) => None,
+            Some(Besides::Rest(rest)) => Some(rest),
+            None => Some(text.to_owned()),
+        }
+    }
+
+    /// SC-4, SC-5: a refused person (`I don't want to talk to a human, just fix it`,
+    /// `domain::person_refusal`) is neither a handoff nor an end, whatever a sentence model
+    /// reads in its words. With nothing else said the assistant carries on and asks again what
+    /// is pending (`Settled`); what else the message says is read as the message (`Rest`).
+    pub(super) fn refused_a_person(&mut self, text: &str) -> Option<Besides> {
+        let besides = crate::domain::person_refusal::refuses_a_person(text)?;
+        if besides == Besides::Nothing {
+            self.out.settled_without_model = Some(ModelFreeReading::PersonRefused);
+            self.reply(self.msgs.keeps_helping.clone());
+            self.ask_pending();
+        }
+        Some(besides)
+    }
+
+    /// SC-10: whether `text` consents to what is pending: with a confirmation pending, a message
+    /// that opens by consenting and says no farewell (`então tá, confirmado`; `yes, my wife
+    /// bought it by mistake`); while values are collected, a plain affirmation (`yes pls`, `ok`,
+    /// `sim`: an acknowledgement of the question).
+    pub(super) fn consents(&self, text: &str) -> bool {
+        match self.active_status() {
+            Some(TransactionStatus::AwaitingConfirmation) => {
+                confirmation::opens_with_consent(text, &self.confirmation_verbs())
+            }
+            // `obrigado, só isso` holds a yes word (`isso`) but takes leave: a closing is no
+            // consent while values are being asked for.
+            Some(TransactionStatus::CollectingParameters | TransactionStatus::PreValidation) => {
+                confirmation::recognise(text) == Some(Confirmation::Affirm)
+                    && !confirmation::says_goodbye(text)
+            }
+            _ => false,
+        }
     }
 }

@@ -261,6 +261,10 @@ impl Run<'_> {
             // new request: declined as a cancel is, and the router decides, never reopening
             // the declined tool.
             InterpreterAct::Deny if awaiting && self.gives_a_value(text) => {
+                if let Some(values) = self.correction_after_refusal(text) {
+                    self.apply_values(values, Vec::new()).await?;
+                    return Ok(Reading::Settled);
+                }
                 let declined = self.active().map(|tx| tx.tool.clone()).unwrap_or_default();
                 self.declined_quietly()?;
                 Ok(Reading::Cancelled(declined))
@@ -273,6 +277,38 @@ impl Run<'_> {
                 Ok(Reading::Nothing)
             }
         }
+    }
+
+    /// MG-6 after a refusal: `não, espera, foi cobrado 2x então contesta 79,80` refuses the
+    /// value shown, not the operation — it names the pending tool's own action verb (and no
+    /// other tool's) beside a new value for one of its collected parameters. Those values
+    /// correct the transaction, which is asked again (never executed).
+    fn correction_after_refusal(&self, text: &str) -> Option<BTreeMap<String, Value>> {
+        let tool = self.active_tool()?;
+        let held = &self.active()?.arguments;
+        let words = parameter::content_words(text, &[]);
+        let names = |t: &crate::domain::catalog::Tool| {
+            t.action_verbs.values().flatten().any(|verb| {
+                let verb = parameter::content_words(verb, &[]);
+                !verb.is_empty() && verb.iter().all(|v| words.contains(v))
+            })
+        };
+        let others = self
+            .assistant
+            .tools
+            .values()
+            .filter(|t| t.name != tool.name);
+        if !names(tool) || others.into_iter().any(names) {
+            return None;
+        }
+        let new: BTreeMap<String, Value> = self
+            .typed_reading(text)?
+            .values
+            .into_iter()
+            .filter(|v| held.get(&v.name).is_some_and(|old| *old != v.value))
+            .map(|v| (v.name, v.value))
+            .collect();
+        (!new.is_empty()).then_some(new)
     }
 
     /// Whether any tool's typed parsers read a value in `text` (`track PED-2719`, `cep

@@ -233,6 +233,22 @@ fn mg6_beside_the_held_value_the_other_is_the_new_one() {
     assert_eq!(at("no it's 420 not 421"), vec![]);
 }
 
+// MG-6: `after all` / `afinal` say the customer went back on a value: `no sorry it was 5 after
+// all` while 50 is held corrects to 5.
+#[test]
+fn mg6_after_all_marks_a_correction() {
+    let held: std::collections::BTreeMap<String, Value> = [("house_number".to_string(), json!(50))]
+        .into_iter()
+        .collect();
+    let at = |text: &str| read_holding(text, None, true, Some(&held));
+    assert_eq!(
+        at("no sorry it was 5 after all"),
+        one("house_number", json!(5))
+    );
+    assert_eq!(at("afinal é 5 mesmo"), one("house_number", json!(5)));
+    assert_eq!(at("não, afinal era 5"), one("house_number", json!(5)));
+}
+
 // MG-6: the confirming verb, `na vdd` and laughter stand around a correction as `yes`, `na
 // verdade` and `sorry` do.
 #[test]

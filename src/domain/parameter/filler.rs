@@ -173,6 +173,9 @@ pub const CORRECTION_MARKERS: &[&str] = &[
     "confirmed",
     "confirmo",
     "confirma",
+    // Going back on a value: `no sorry it was 5 after all`, `afinal é 5 mesmo`.
+    "afinal",
+    "mesmo",
     "novo",
     "nova",
     "lugar",
@@ -211,8 +214,12 @@ pub const REQUEST_FRAME: &[&str] = &[
 ];
 
 /// Filler phrases whose words are not filler alone (`por` is a preposition).
-pub const FILLER_PHRASES: &[&[&str]] =
-    &[&["por", "favor"], &["por", "gentileza"], &["na", "verdade"]];
+pub const FILLER_PHRASES: &[&[&str]] = &[
+    &["por", "favor"],
+    &["por", "gentileza"],
+    &["na", "verdade"],
+    &["after", "all"],
+];
 
 /// The longest filler phrase.
 pub(super) const MAX_PHRASE_WORDS: usize = 2;

@@ -120,6 +120,11 @@ pub fn folded_words(text: &str) -> Vec<String> {
     self::text::phrase(text)
 }
 
+/// The folded words of `text` with their byte spans (`don't` is `don` and `t`).
+pub fn word_spans(text: &str) -> Vec<(std::ops::Range<usize>, String)> {
+    self::text::words(text)
+}
+
 /// The parts of `text` between any of `marks` followed by a space or the end (the marks left
 /// out), trimmed, empty ones dropped: a mark inside a token (`25,40`, `1.234,56`) splits nothing.
 pub fn parts<'t>(text: &'t str, marks: &[char]) -> Vec<&'t str> {
