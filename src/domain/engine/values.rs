@@ -46,6 +46,9 @@ impl Run<'_> {
             true => reading,
             false => self.correction_beside_asides(text).unwrap_or(reading),
         };
+        if !reading.whole && self.asks_another_tool(text) {
+            return Ok(false);
+        }
         let tool = self.active_tool().expect("typed_reading needs one");
         let tx = self.active().expect("active");
         let pending = tx.missing_parameters.clone();
@@ -277,6 +280,35 @@ impl Run<'_> {
                 Ok(Reading::Nothing)
             }
         }
+    }
+
+    /// PR-3 before PR-1: a message that names another tool's action verb (not the pending
+    /// tool's), not negated, and gives that tool a value the pending tool does not take (`dá
+    /// tempo de mudar o endereço né, muda pro cep 01415 000 número 45 do pedido 359247` while
+    /// tracking waits for its order number) is that tool's request, not an answer to what is
+    /// pending: the order number it also holds must not run the look-up. Session control and
+    /// the router read it.
+    fn asks_another_tool(&self, text: &str) -> bool {
+        let Some(active) = self.active_tool() else {
+            return false;
+        };
+        let names = |t: &crate::domain::catalog::Tool| {
+            let verbs: Vec<String> = t.action_verbs.values().flatten().cloned().collect();
+            crate::domain::confirmation::names_a_verb_unnegated(text, &verbs)
+        };
+        if names(active) {
+            return false;
+        }
+        self.assistant
+            .tools
+            .values()
+            .filter(|t| t.name != active.name && names(t))
+            .any(|t| {
+                t.read_clear_values(text, self.turn.locale, Default::default())
+                    .values
+                    .iter()
+                    .any(|v| active.parameter(&v.name).is_none())
+            })
     }
 
     /// MG-6 after a refusal: `não, espera, foi cobrado 2x então contesta 79,80` refuses the
