@@ -327,6 +327,8 @@ pub enum ModelFreeReading {
     HoldOn,
     /// `I don't want a human, just fix it` (`domain::person_refusal`): the assistant carries on.
     PersonRefused,
+    /// `did it go through?` (`domain::status_question`): answered from the state.
+    StatusQuestion,
     /// PR-1: a typed parser filled the pending parameters.
     TypedFill,
     /// The message that opened the confirmation, delivered again.
@@ -346,6 +348,7 @@ impl ModelFreeReading {
             ModelFreeReading::HumanOwned => "human_owned",
             ModelFreeReading::HoldOn => "hold_on",
             ModelFreeReading::PersonRefused => "person_refused",
+            ModelFreeReading::StatusQuestion => "status_question",
             ModelFreeReading::TypedFill => "typed_fill",
             ModelFreeReading::Resend => "resend",
             ModelFreeReading::Affirmed => "affirmed",
@@ -354,11 +357,12 @@ impl ModelFreeReading {
         }
     }
 
-    pub const ALL: [ModelFreeReading; 9] = [
+    pub const ALL: [ModelFreeReading; 10] = [
         ModelFreeReading::ChannelAction,
         ModelFreeReading::HumanOwned,
         ModelFreeReading::HoldOn,
         ModelFreeReading::PersonRefused,
+        ModelFreeReading::StatusQuestion,
         ModelFreeReading::TypedFill,
         ModelFreeReading::Resend,
         ModelFreeReading::Affirmed,

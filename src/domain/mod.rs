@@ -12,6 +12,7 @@ pub mod parameter;
 pub mod person_refusal;
 pub mod reply;
 pub mod state;
+pub mod status_question;
 pub mod transaction;
 pub mod turn;
 pub mod withdrawal;

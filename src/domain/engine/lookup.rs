@@ -2,6 +2,7 @@
 //! message that is only another value for it runs it again with that value.
 
 use crate::domain::catalog::Tool;
+use crate::domain::effect::ModelFreeReading;
 use crate::domain::parameter;
 use crate::domain::transaction::{AttemptOutcome, Transaction, TransactionStatus};
 
@@ -143,6 +144,12 @@ impl Run<'_> {
     /// none when that evidence was truncated.
     fn shown_last_result(&self) -> Option<String> {
         let (last, tool) = self.last_lookup()?;
+        self.shown_result(last, tool)
+    }
+
+    /// `last`'s result as it was shown, from its last successful attempt's evidence; none when
+    /// that evidence was truncated.
+    fn shown_result(&self, last: &Transaction, tool: &Tool) -> Option<String> {
         let evidence = last
             .evidence
             .iter()
@@ -155,6 +162,44 @@ impl Run<'_> {
             .unwrap_or_else(|_| serde_json::Value::String(evidence.summary.clone()));
         let (text, _) = self.replies().completed(tool, &last.arguments, &data);
         Some(text)
+    }
+
+    /// `did it go through?`, `deu certo então` (`domain::status_question`) answered from the
+    /// state with no model: what is pending was not done yet (said, and asked again); else the
+    /// last transaction's result as it was shown when it completed, or that it was not done.
+    /// With no transaction at all the message goes on to be read as any other.
+    pub(super) fn answered_whether_done(&mut self, text: &str) -> bool {
+        if !crate::domain::status_question::asks_whether_done(text) {
+            return false;
+        }
+        let assistant = self.assistant;
+        if self
+            .active()
+            .is_some_and(|tx| tx.status != TransactionStatus::Executing)
+        {
+            self.say_about(crate::domain::reply::About::NotDone, self.active_tool());
+            self.ask_pending();
+        } else {
+            let Some(last) = self.state.last_transaction.clone() else {
+                return false;
+            };
+            let Some(tool) = assistant.tools.get(&last.tool) else {
+                return false;
+            };
+            match (last.status, self.shown_result(&last, tool)) {
+                (TransactionStatus::Completed, Some(shown)) => {
+                    self.out.results.push((
+                        last.tool.clone(),
+                        crate::domain::reply::ResultRendering::Restated,
+                    ));
+                    self.reply(shown);
+                }
+                (TransactionStatus::Completed, None) => return false,
+                _ => self.say_about(crate::domain::reply::About::NotDone, Some(tool)),
+            }
+        }
+        self.out.settled_without_model = Some(ModelFreeReading::StatusQuestion);
+        true
     }
 
     /// With nothing in flight and no confident route, a message that is only another value for

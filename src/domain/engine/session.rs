@@ -187,8 +187,8 @@ impl Run<'_> {
     }
 
     /// What of `text` steps 3 to 6 read, or None when the turn is settled before them: a person
-    /// owns the conversation (the bot does not talk over them), a hold-on, a refused person
-    /// with nothing else said.
+    /// owns the conversation (the bot does not talk over them), a hold-on, a question whether
+    /// it was done, a refused person with nothing else said.
     pub(super) fn text_to_read(&mut self, text: &str) -> Option<String> {
         if self.state.human_handoff_requested {
             self.out.settled_without_model = Some(ModelFreeReading::HumanOwned);
@@ -196,6 +196,9 @@ impl Run<'_> {
             return None;
         }
         if self.held_on(text) {
+            return None;
+        }
+        if self.answered_whether_done(text) {
             return None;
         }
         match self.refused_a_person(text) {

@@ -98,6 +98,32 @@ fn mg4a_prefixed_ids_as_typed_are_distinctive_and_canonical() {
 }
 
 // MG-4a: `speed 1001` or `pedido1001` is not the prefix; the bare rest needs a reason.
+// MG-4a: digits dictated in groups after the prefix (`ped 35 92 47`) are one id.
+#[test]
+fn mg4a_grouped_digits_after_the_prefix_are_one_id() {
+    assert_eq!(
+        read("ped 35 92 47", None, false),
+        one("order_id", json!("PED-359247"))
+    );
+    assert_eq!(
+        read(
+            "o meu pedido ped 356 880 que até agora não chegou",
+            None,
+            false
+        ),
+        one("order_id", json!("PED-356880"))
+    );
+    // A whole id first stays whole; what follows it is another value.
+    assert_eq!(
+        read("ped 1001", None, false),
+        one("order_id", json!("PED-1001"))
+    );
+    // Too few digits together is still a near-miss, explained.
+    assert!(read("ped 3 5", None, false)
+        .iter()
+        .all(|(name, _)| name != "order_id"));
+}
+
 #[test]
 fn mg4a_prefix_inside_a_word_is_not_an_id() {
     assert!(read("speed 1001 km and more", None, false).is_empty());

@@ -27,6 +27,9 @@ pub struct IdPattern {
     /// RP-4: the prefix's letters typed loosely before digits that are not the id's rest (`ped
     /// 211` for `PED-[0-9]{4,}`): a near-miss to explain.
     pub(super) loose_digits: Option<Box<Regex>>,
+    /// MG-4a: the prefix's letters before digits in groups of one to three, as dictated or
+    /// read aloud (`ped 35 92 47`, `ped 356 880`): the groups together are the rest.
+    pub(super) grouped: Option<Box<Regex>>,
 }
 
 impl IdPattern {
@@ -47,6 +50,13 @@ impl IdPattern {
             return Err(format!("id pattern `{pattern}` matches the empty string"));
         }
         let prefix = literal_prefix(core);
+        let grouped = match loose_forms(core, &prefix) {
+            Some((head, _)) => Some(Box::new(compile(format!(
+                "(?i:{})[ \\-_./#]?[0-9]{{1,3}}(?: [0-9]{{1,3}})+\\b",
+                regex::escape(&head)
+            ))?)),
+            None => None,
+        };
         let (loose, plain, loose_digits) = match loose_forms(core, &prefix) {
             Some((head, rest)) => (
                 Some(compile(format!(
@@ -70,6 +80,7 @@ impl IdPattern {
             loose,
             plain,
             loose_digits,
+            grouped,
         })
     }
 
@@ -138,6 +149,18 @@ impl IdPattern {
         let rest: String = matched.chars().skip(n).collect();
         let rest = rest.trim_start_matches([' ', '-', '_', '.', '/', '#']);
         self.canonical(&format!("{}{rest}", self.prefix))
+    }
+
+    /// MG-4a: the canonical id of a grouped form (`ped 35 92 47` → `PED-359247`).
+    pub(super) fn canonical_grouped(&self, matched: &str) -> Option<String> {
+        let head = prefix_head(&self.prefix);
+        let lead: String = matched.chars().take(head.chars().count()).collect();
+        let rest: String = matched
+            .chars()
+            .skip(head.chars().count())
+            .filter(|c| c.is_ascii_digit())
+            .collect();
+        self.canonical_loose(&format!("{lead}{rest}"))
     }
 
     /// MG-4a: the canonical id of a plain form (`1001` → `PED-1001`).

@@ -103,13 +103,14 @@ impl Reader<'_> {
                 }
             }
         }
+        self.grouped_ids(pattern, &mut out);
         self.loose_near_misses(pattern, &mut out);
         for span in tokens(text) {
             let token = text.get(span.clone()).unwrap_or("");
-            if out
-                .iter()
-                .any(|c| c.value.is_err() && overlaps_range(&c.span, &span))
-            {
+            // A token inside a near-miss or a grouped id (`ped 35 92 47`) is read with it.
+            if out.iter().any(|c| {
+                overlaps_range(&c.span, &span) && (c.value.is_err() || c.span.len() > span.len())
+            }) {
                 continue;
             }
             // MG-4a, RP-4: digits alone that are not the id's rest (`12` for `[0-9]{4,}`) are a
@@ -151,6 +152,23 @@ impl Reader<'_> {
         }
         out.sort_by_key(|c| c.span.start);
         out
+    }
+
+    /// MG-4a: the prefix before digits dictated in groups (`ped 35 92 47`), one id.
+    fn grouped_ids(&self, pattern: &IdPattern, out: &mut Vec<Candidate>) {
+        for m in pattern.grouped.iter().flat_map(|g| g.find_iter(self.text)) {
+            let taken = out.iter().any(|c| overlaps_range(&c.span, &m.range()));
+            if let Some(v) = pattern.canonical_grouped(m.as_str()) {
+                if !taken && standalone(self.text, &m.range()) {
+                    out.push(Candidate {
+                        span: m.range(),
+                        value: Ok(Value::String(v)),
+                        label_only: false,
+                        plain_id: false,
+                    });
+                }
+            }
+        }
     }
 
     /// RP-4: the prefix typed loosely before digits that are not the rest (`ped 211`): one
