@@ -671,6 +671,25 @@ const LEXICON: &[(&str, Kind)] = &[
     ("on second thought", Filler),
     ("senhor", Filler),
     ("whatever", Filler),
+    // Framing before the answer (`Compreendo. Nesse caso, pode prosseguir`, `fine, do it
+    // anyway`, `finally. yes`, `ok where was i. yes cancel it`, `Pois bem. Confirmo`).
+    ("compreendo", Filler),
+    ("nesse caso", Filler),
+    ("neste caso", Filler),
+    ("in that case", Filler),
+    ("anyway", Filler),
+    ("anyways", Filler),
+    ("mesmo assim", Filler),
+    ("finally", Filler),
+    ("finalmente", Filler),
+    ("enfim", Filler),
+    ("pois bem", Filler),
+    ("por gentileza", Filler),
+    ("where was i", Filler),
+    ("onde eu estava", Filler),
+    // Chat shorthand for ok (`k do it`: the verb answers); `vai lá` (go on).
+    ("k", Filler),
+    ("vai la", YES),
     ("ele", Filler),
     ("ela", Filler),
     ("lo", Filler),
@@ -1124,6 +1143,10 @@ const FAREWELL_PHRASES: &[&[&str]] = &[
     &["that", "will", "be", "all"],
     &["that'll", "be", "all"],
     &["that's", "it"],
+    // Typed without the apostrophe (`ok thank you thats all`).
+    &["thats", "all"],
+    &["thats", "it"],
+    &["thats", "everything"],
     &["era", "isso"],
     &["era", "so", "isso"],
     &["e", "so", "isso"],
@@ -1921,6 +1944,13 @@ mod tests {
                 "Agora está correto. Pode efetuar a alteração, por favor.",
                 "pode prosseguir com o cancelamento",
                 "sim, pode realizar a contestação",
+                // Framing before the answer, formal or chatty.
+                "Compreendo. Nesse caso, pode prosseguir com a alteração, por gentileza.",
+                "Pois bem. Confirmo a contestação.",
+                "fine, do it anyway",
+                "finally. yes",
+                "ok where was i. yes",
+                "vai lá 👍",
             ],
             Some(Confirmation::Affirm),
         );
@@ -1983,6 +2013,7 @@ mod tests {
             "valeu, boa semana",
             "alright no problem thank you so much have a good one",
             "sem problema, valeu, tchau",
+            "ok thank you thats all",
         ] {
             assert!(says_goodbye(text), "{text}");
         }

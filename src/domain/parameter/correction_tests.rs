@@ -124,6 +124,24 @@ fn mg4a_grouped_digits_after_the_prefix_are_one_id() {
         .all(|(name, _)| name != "order_id"));
 }
 
+// PR-1: coming back with the value looked up (`achei:`, `found it,`) is filler around it.
+#[test]
+fn found_it_before_the_values_is_filler() {
+    let mut both = read("achei: 04538 133, numero 77", Some("zip_code"), false);
+    both.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        both,
+        vec![
+            ("house_number".to_string(), json!(77)),
+            ("zip_code".to_string(), json!("04538-133")),
+        ]
+    );
+    assert_eq!(
+        read("found it: 04538 133", Some("zip_code"), false),
+        one("zip_code", json!("04538-133"))
+    );
+}
+
 #[test]
 fn mg4a_prefix_inside_a_word_is_not_an_id() {
     assert!(read("speed 1001 km and more", None, false).is_empty());

@@ -102,6 +102,8 @@ pub const FILLER_DISCOURSE: &[&str] = &[
     "okay", "yes", "yeah", "yep", "sure", "right", "here", "desculpa", "desculpe", "ops", "opa",
     "bom", "entao", "certo", "claro", "sim", "pronto", "aqui", "olha", "then", "righto", "put",
     "use", "coloca", "coloque", "bota", "poe", "usa",
+    // Coming back with the value looked up: `found it, 04538 133`, `achei: 04538 133, numero 77`.
+    "found", "achei", "encontrei",
 ];
 
 /// MG-6: words of correction forms, filler only when a message is read as a possible
