@@ -329,6 +329,8 @@ pub enum ModelFreeReading {
     PersonRefused,
     /// `did it go through?` (`domain::status_question`): answered from the state.
     StatusQuestion,
+    /// `what do you need from me?` (`domain::needs_question`): the pending question again.
+    NeedsQuestion,
     /// PR-1: a typed parser filled the pending parameters.
     TypedFill,
     /// The message that opened the confirmation, delivered again.
@@ -349,6 +351,7 @@ impl ModelFreeReading {
             ModelFreeReading::HoldOn => "hold_on",
             ModelFreeReading::PersonRefused => "person_refused",
             ModelFreeReading::StatusQuestion => "status_question",
+            ModelFreeReading::NeedsQuestion => "needs_question",
             ModelFreeReading::TypedFill => "typed_fill",
             ModelFreeReading::Resend => "resend",
             ModelFreeReading::Affirmed => "affirmed",
@@ -357,12 +360,13 @@ impl ModelFreeReading {
         }
     }
 
-    pub const ALL: [ModelFreeReading; 10] = [
+    pub const ALL: [ModelFreeReading; 11] = [
         ModelFreeReading::ChannelAction,
         ModelFreeReading::HumanOwned,
         ModelFreeReading::HoldOn,
         ModelFreeReading::PersonRefused,
         ModelFreeReading::StatusQuestion,
+        ModelFreeReading::NeedsQuestion,
         ModelFreeReading::TypedFill,
         ModelFreeReading::Resend,
         ModelFreeReading::Affirmed,

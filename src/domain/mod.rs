@@ -8,6 +8,7 @@ pub mod effect;
 pub mod engine;
 pub mod hold_on;
 pub mod locale;
+pub mod needs_question;
 pub mod parameter;
 pub mod person_refusal;
 pub mod reply;

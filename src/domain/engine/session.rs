@@ -188,7 +188,7 @@ impl Run<'_> {
 
     /// What of `text` steps 3 to 6 read, or None when the turn is settled before them: a person
     /// owns the conversation (the bot does not talk over them), a hold-on, a question whether
-    /// it was done, a refused person with nothing else said.
+    /// it was done, a refused person with nothing else said, a question what is needed.
     pub(super) fn text_to_read(&mut self, text: &str) -> Option<String> {
         if self.state.human_handoff_requested {
             self.out.settled_without_model = Some(ModelFreeReading::HumanOwned);
@@ -201,10 +201,36 @@ impl Run<'_> {
         if self.answered_whether_done(text) {
             return None;
         }
-        match self.refused_a_person(text) {
-            Some(Besides::Nothing) => None,
-            Some(Besides::Rest(rest)) => Some(rest),
-            None => Some(text.to_owned()),
+        let text = match self.refused_a_person(text) {
+            Some(Besides::Nothing) => return None,
+            Some(Besides::Rest(rest)) => rest,
+            None => text.to_owned(),
+        };
+        self.answered_what_is_needed(text)
+    }
+
+    /// `what do you need from me?` (`domain::needs_question`): alone, while something is
+    /// pending, the pending step's question answers it, with no model; beside a request (`quero
+    /// abrir uma contestação. o que vc precisa?`) the request is read without it.
+    fn answered_what_is_needed(&mut self, text: String) -> Option<String> {
+        match crate::domain::needs_question::rest_beside(&text) {
+            Some(rest) if rest.trim().is_empty() => {
+                let pending = matches!(
+                    self.active_status(),
+                    Some(
+                        TransactionStatus::CollectingParameters
+                            | TransactionStatus::AwaitingConfirmation
+                    )
+                );
+                if !pending {
+                    return Some(text);
+                }
+                self.out.settled_without_model = Some(ModelFreeReading::NeedsQuestion);
+                self.ask_pending();
+                None
+            }
+            Some(rest) => Some(rest),
+            None => Some(text),
         }
     }
 
