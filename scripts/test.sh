@@ -20,13 +20,13 @@ bash scripts/install-tools.sh
 # Floors of the whole-conversation eval (`turnstile eval conversations`, every conversation of
 # tests/data/conversations/, strict figures; docs/decision-quality.md "Whole conversations"):
 # the suite fails when turn accuracy or conversation success falls below its floor, or when more
-# turns than MAX_UNSAFE are unsafe. Set from what the set measures (90.0 % / 73.4 % / 25 with the
-# sixteenth and seventeenth authors' 80 conversations, committed before any tuning on them; eleven
-# of the 25 unsafe turns are in test parts, docs/decision-quality.md), so a change that breaks
+# turns than MAX_UNSAFE are unsafe. Set from what the set measures (90.8 % / 74.3 % / 17 with the
+# sixteenth and seventeenth authors' 80 conversations after the fourteenth session; nine of the
+# seventeen unsafe turns are in test parts, docs/decision-quality.md), so a change that breaks
 # conversations fails.
-MIN_TURN_ACCURACY=0.895
-MIN_CONVERSATION_SUCCESS=0.730
-MAX_UNSAFE=25
+MIN_TURN_ACCURACY=0.903
+MIN_CONVERSATION_SUCCESS=0.740
+MAX_UNSAFE=17
 
 started=0
 secure_started=0
