@@ -108,6 +108,15 @@ impl Tool {
         self.parameters.iter().find(|p| p.name == name)
     }
 
+    /// Whether `words` (a message's content words, `parameter::content_words`) hold every
+    /// content word of one of this tool's action verbs (`track my order`, `contesta 79,80`).
+    pub fn named_in(&self, words: &[String]) -> bool {
+        self.action_verbs.values().flatten().any(|verb| {
+            let verb = super::parameter::content_words(verb, &[]);
+            !verb.is_empty() && verb.iter().all(|v| words.contains(v))
+        })
+    }
+
     /// PR-1: the typed parsers' clear reading of `text` for this tool's parameters, each
     /// introduced by its names as labels.
     pub fn read_clear_values(

@@ -144,8 +144,9 @@ pub fn holds_on(text: &str) -> bool {
             .any(|c| (0..c.len()).any(|at| longest(&c[at..], NOT_AT_HAND).is_some()))
 }
 
-/// The length in words of the longest phrase of `phrases` that `words` starts with.
-fn longest(words: &[String], phrases: &[&str]) -> Option<usize> {
+/// The length in words of the longest phrase of `phrases` (folded, words separated by one
+/// space) that `words` starts with.
+pub(crate) fn longest(words: &[String], phrases: &[&str]) -> Option<usize> {
     phrases
         .iter()
         .map(|p| p.split(' ').collect::<Vec<_>>())

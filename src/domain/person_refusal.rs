@@ -132,7 +132,7 @@ const PERSONS: &[&str] = &[
 const URGING: &[&str] = &[
     "just", "only", "fix", "solve", "sort", "handle", "do", "it", "this", "that", "out", "please",
     "pls", "help", "me", "at", "all", "anymore", "ever", "bot", "robot", "you", "yourself", "so",
-    "quickly", "now", "asap", "fast", "thanks", "i", "want", "need", "so", "resolve", "resolva",
+    "quickly", "now", "asap", "fast", "thanks", "i", "want", "need", "resolve", "resolva",
     "resolver", "resolvam", "faz", "faca", "fazer", "isso", "ai", "logo", "rapido", "agora", "ja",
     "ajuda", "ajude", "mesmo", "voce", "vc", "vcs", "voces", "robo", "por", "favor", "pfv", "mais",
     "tambem", "entao", "quero", "preciso", "que", "aqui", "here", "nao", "no", "ok", "obrigado",

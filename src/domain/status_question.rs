@@ -44,7 +44,7 @@ const PHRASES: &[&str] = &[
 const BESIDE: &[&str] = &[
     "so", "then", "ok", "okay", "and", "hey", "um", "uh", "now", "right", "yet", "all", "entao",
     "e", "ai", "ne", "mesmo", "msm", "agora", "ta", "blz", "beleza", "ja", "la", "oi", "isso",
-    "tudo", "hein", "so", "ein",
+    "tudo", "hein", "ein",
 ];
 
 /// Whether `text` only asks whether it was done (see the module's note).
@@ -56,15 +56,7 @@ pub fn asks_whether_done(text: &str) -> bool {
     let mut asked = false;
     let mut at = 0;
     while at < words.len() {
-        let phrase = PHRASES
-            .iter()
-            .map(|p| p.split(' ').collect::<Vec<_>>())
-            .filter(|p| {
-                p.len() <= words.len() - at && p.iter().zip(&words[at..]).all(|(a, b)| a == b)
-            })
-            .map(|p| p.len())
-            .max();
-        match phrase {
+        match crate::domain::hold_on::longest(&words[at..], PHRASES) {
             Some(len) if !asked => {
                 asked = true;
                 at += len;

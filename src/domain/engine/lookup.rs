@@ -55,11 +55,7 @@ impl Run<'_> {
             .filter(|(last, _)| last.tool == tool_name)?;
         // A message with the tool's own verb asks for it again (`track my order`, `quero ver
         // minha fatura`); a follow-up asks about what it said.
-        let words = parameter::content_words(text, &[]);
-        let names_action = tool.action_verbs.values().flatten().any(|verb| {
-            let verb = parameter::content_words(verb, &[]);
-            !verb.is_empty() && verb.iter().all(|v| words.contains(v))
-        });
+        let names_action = tool.named_in(&parameter::content_words(text, &[]));
         if names_action || self.gives_a_value_for_last_lookup(text) {
             return None;
         }

@@ -319,18 +319,12 @@ impl Run<'_> {
         let tool = self.active_tool()?;
         let held = &self.active()?.arguments;
         let words = parameter::content_words(text, &[]);
-        let names = |t: &crate::domain::catalog::Tool| {
-            t.action_verbs.values().flatten().any(|verb| {
-                let verb = parameter::content_words(verb, &[]);
-                !verb.is_empty() && verb.iter().all(|v| words.contains(v))
-            })
-        };
-        let others = self
+        let mut others = self
             .assistant
             .tools
             .values()
             .filter(|t| t.name != tool.name);
-        if !names(tool) || others.into_iter().any(names) {
+        if !tool.named_in(&words) || others.any(|t| t.named_in(&words)) {
             return None;
         }
         let new: BTreeMap<String, Value> = self
