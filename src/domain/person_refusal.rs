@@ -16,7 +16,9 @@ use std::ops::Range;
 use crate::domain::parameter;
 
 /// Negators that refuse what follows them (folded; `don't` is read as `don` `t`).
-const NEGATORS: &[&str] = &["not", "dont", "never", "nao", "nem", "sem", "nunca"];
+/// `no` and `sem` refuse only a person named at once (`sem atendente`), never a verb (`sem falar
+/// com atendente não dá` asks for one).
+const NEGATORS: &[&str] = &["not", "dont", "never", "nao", "nem", "nunca"];
 
 /// A subject before the negator, part of the refusal.
 const SUBJECTS: &[&str] = &["i", "we", "eu", "nos", "a", "gente"];
@@ -181,6 +183,9 @@ fn refusal_at(
         "don" | "doesn" | "didn" if word(at + 1) == Some("t") => at + 2,
         "no" if matches!(word(at + 1), Some("need" | "way")) => at + 2,
         "no" if word(at + 1).is_some_and(|w| PERSONS.contains(&w)) => at + 1,
+        "sem" if word(at + 1).is_some_and(|w| PERSONS.contains(&w) && !w.starts_with("transf")) => {
+            at + 1
+        }
         w if NEGATORS.contains(&w) => at + 1,
         _ => return None,
     };
@@ -248,6 +253,8 @@ mod tests {
             "I don't want a bot, I want a human",
             "não quero falar com robô, quero um atendente",
             "não consigo falar com um atendente",
+            "sem falar com atendente não dá",
+            "sem transferir pra um atendente eu não resolvo",
             "why can't I talk to a person?",
             "don't cancel it, get me an agent",
             "não aguento mais, quero falar com alguém",
