@@ -109,7 +109,13 @@ impl Run<'_> {
         if settles(typed) {
             return None;
         }
-        let std::borrow::Cow::Owned(digits) = parameter::spelled::as_digits(text) else {
+        let money_asked = tx
+            .missing_parameters
+            .first()
+            .and_then(|name| self.active_tool()?.parameter(name))
+            .is_some_and(|p| matches!(p.kind, parameter::ParameterKind::Money));
+        let std::borrow::Cow::Owned(digits) = parameter::spelled::as_digits_in(text, money_asked)
+        else {
             return None;
         };
         let mut read = self.typed_reading(&digits)?;
@@ -238,7 +244,14 @@ impl Run<'_> {
         match decision.act {
             InterpreterAct::Provide => {
                 let (valid, invalid) = self.validate_values(&decision.arguments);
-                let (valid, invalid) = self.with_typed_reading(text, valid, invalid);
+                let (mut valid, invalid) = self.with_typed_reading(text, valid, invalid);
+                // MG-5: the reason asked for, told beside a value the model read (`me
+                // cobraram um seguro que eu nunca contratei, quarenta e nove e noventa`).
+                if !valid.is_empty() {
+                    if let Some((name, value)) = self.free_text_answer(text) {
+                        valid.entry(name).or_insert(value);
+                    }
+                }
                 if valid.is_empty() && invalid.is_empty() {
                     return Ok(Reading::Nothing);
                 }

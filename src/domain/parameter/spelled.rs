@@ -27,6 +27,13 @@ type Folded = (Range<usize>, String);
 
 /// `text` with every spelled number rewritten as digits (borrowed when it has none).
 pub fn as_digits(text: &str) -> Cow<'_, str> {
+    as_digits_in(text, false)
+}
+
+/// [`as_digits`] for a message that answers a question for an amount: money is named by the
+/// question, so two numbers in a row are a price (`it was forty nine ninety`) as they are
+/// beside a word for money.
+pub fn as_digits_in(text: &str, money_asked: bool) -> Cow<'_, str> {
     let words = words(text);
     let mut out = String::new();
     let mut last = 0;
@@ -52,6 +59,13 @@ pub fn as_digits(text: &str) -> Cow<'_, str> {
         }
         match number_run(&words[i..]).filter(|&(len, _)| !approximate(&words, i, len)) {
             Some((len, value)) => {
+                if let Some((end, price)) = price_at(text, &words, (i, len, value), money_asked) {
+                    out.push_str(&text[last..words[i].0.start]);
+                    out.push_str(&price);
+                    last = words[end - 1].0.end;
+                    i = end;
+                    continue;
+                }
                 let adjacent = adjacent_runs(text, &words, i + len);
                 if adjacent > 0 {
                     i += len + adjacent;
@@ -70,6 +84,77 @@ pub fn as_digits(text: &str) -> Cow<'_, str> {
     }
     out.push_str(&text[last..]);
     Cow::Owned(out)
+}
+
+/// A price said as two numbers (`forty nine ninety`, `sessenta e nove e noventa`, `seventy-one
+/// reais and ninety-nine cents`) starting with the run of `len` words at `at` worth `units`: the
+/// end of the words it takes and the amount (`49.90`). The cents are one run worth 10..=99 (or,
+/// before `cents`/`centavos`, 1..=99). Said right after the first (`forty nine ninety`) it is a
+/// price only with money named in the message (`charge`, `cobrança`, `reais`) or asked for
+/// ([`as_digits_in`]): `nineteen ninety`
+/// is as often a year; after `e` (`vinte e nove e noventa`, which no number's grammar allows) it
+/// always is, but for a time or a range (`às dez e vinte`, `entre dez e vinte`).
+fn price_at(
+    text: &str,
+    words: &[Folded],
+    (at, len, units): (usize, usize, u64),
+    money_asked: bool,
+) -> Option<(usize, String)> {
+    const CURRENCY: &[&str] = &["reais", "real", "dollars", "dollar", "bucks"];
+    const CENTS: &[&str] = &["cents", "cent", "centavos", "centavo"];
+    const MONEY: &[&str] = &[
+        "charge", "charged", "charges", "cost", "costs", "fee", "fees", "price", "paid", "pay",
+        "bill", "amount", "total", "refund", "cobranca", "cobraram", "cobrou", "cobrado",
+        "cobrada", "valor", "taxa", "fatura", "paguei", "preco", "custa", "custou", "reais",
+        "real", "dollars", "bucks",
+    ];
+    const TIME_OR_RANGE: &[&str] = &[
+        "as", "das", "entre", "at", "between", "from", "in", "since", "em", "desde", "ano", "year",
+    ];
+    const TIME_AFTER: &[&str] = &["horas", "hora", "minutos", "h", "oclock"];
+    let folded = |k: usize| words.get(k).map(|(_, w)| w.as_str());
+    let before = at.checked_sub(1).and_then(folded);
+    if !(1..=9999).contains(&units) || before.is_some_and(|w| TIME_OR_RANGE.contains(&w)) {
+        return None;
+    }
+    let cents_run = |from: usize, least: u64| {
+        // Before `cents` a lone digit word is a number too (`e cinco centavos`).
+        let lone = || match word(&words.get(from)?.1) {
+            Some(Word::Unit(v)) if least == 1 => Some((1, v)),
+            _ => None,
+        };
+        let (n, cents) = number_run(words.get(from..)?).or_else(lone)?;
+        ((least..=99).contains(&cents) && !approximate(words, from, n)).then_some((from + n, cents))
+    };
+    let k = at + len;
+    // `seventy-one reais and ninety-nine cents`
+    if folded(k).is_some_and(|w| CURRENCY.contains(&w))
+        && matches!(folded(k + 1), Some("and" | "e"))
+    {
+        let (end, cents) = cents_run(k + 2, 1)?;
+        return folded(end)
+            .is_some_and(|w| CENTS.contains(&w))
+            .then(|| (end + 1, format!("{units}.{cents:02} {}", words[k].1)));
+    }
+    let after_e = folded(k) == Some("e");
+    let from = if after_e { k + 1 } else { k };
+    let adjacent = from < words.len()
+        && text[words[from - 1].0.end..words[from].0.start]
+            .chars()
+            .all(|c| c.is_whitespace() || c == '-');
+    if !adjacent {
+        return None;
+    }
+    let (end, cents) = cents_run(from, 10)?;
+    // A third number or a time after it: no price (`forty nine ninety nine one`, `dez e vinte h`).
+    let next = folded(end);
+    if next.is_some_and(|w| {
+        TIME_AFTER.contains(&w) || word(w).is_some_and(|n| n != Word::And && n != Word::A)
+    }) {
+        return None;
+    }
+    let money = money_asked || words.iter().any(|(_, w)| MONEY.contains(&w.as_str()));
+    (after_e || money).then(|| (end, format!("{units}.{cents:02}")))
 }
 
 /// How many words the number runs right after a run ending before `at` take (only spaces or a
@@ -429,12 +514,62 @@ mod tests {
         ] {
             assert_eq!(digits(text), text, "{text}");
         }
-        // Two numbers in a row are no one value (a price, a year): left as words.
+        // Two numbers in a row with no money named are no one value (a year, two numbers):
+        // left as words.
         assert_eq!(digits("twenty twenty"), "twenty twenty");
-        assert_eq!(
-            digits("a charge of forty nine ninety for a movie"),
-            "a charge of forty nine ninety for a movie"
-        );
         assert_eq!(digits("nineteen ninety-nine"), "nineteen ninety-nine");
+        assert_eq!(
+            digits("i moved here in nineteen ninety"),
+            "i moved here in nineteen ninety"
+        );
+    }
+
+    #[test]
+    fn a_price_said_as_two_numbers_reads_as_one_amount() {
+        for (text, want) in [
+            (
+                "a charge of forty nine ninety for a movie",
+                "a charge of 49.90 for a movie",
+            ),
+            (
+                "theres a charge of forty-nine ninety-nine",
+                "theres a charge of 49.99",
+            ),
+            ("foi vinte e nove e noventa", "foi 29.90"),
+            (
+                "uma cobrança de sessenta e nove e noventa que eu não sei",
+                "uma cobrança de 69.90 que eu não sei",
+            ),
+            ("cento e cinco e cinquenta", "105.50"),
+            ("seventy-one reais and ninety-nine cents", "71.99 reais"),
+            ("trinta reais e cinco centavos", "30.05 reais"),
+            ("they charged me twelve fifty", "they charged me 12.50"),
+        ] {
+            assert_eq!(digits(text), want, "{text}");
+        }
+        // With no money named, only when the question asked for an amount.
+        assert_eq!(
+            digits("it was forty nine ninety"),
+            "it was forty nine ninety"
+        );
+        assert_eq!(
+            as_digits_in("it was forty nine ninety", true),
+            "it was 49.90"
+        );
+        // Not a price: a time, a range, a year beside money, cents with no currency said.
+        for (text, want) in [
+            ("às dez e vinte", "às 10 e 20"),
+            ("entre dez e vinte reais", "entre 10 e 20 reais"),
+            (
+                "charged since twenty twenty four",
+                "charged since twenty twenty four",
+            ),
+            (
+                "a charge of forty nine ninety nine one",
+                "a charge of forty nine ninety nine one",
+            ),
+        ] {
+            assert_eq!(digits(text), want, "{text}");
+        }
     }
 }

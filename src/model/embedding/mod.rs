@@ -536,7 +536,8 @@ fn asked_value(catalog: &Catalog, request: &InterpreterRequest) -> Option<BTreeM
     let spec = tool.parameter(asked)?;
     let one = |value: &Value| Some(BTreeMap::from([(asked.clone(), value.clone())]));
     // A number in words is read as its digits (`two hundred ten`, `cento e cinquenta reais`).
-    let message = parameter::spelled::as_digits(&request.message);
+    let money = matches!(spec.kind, parameter::ParameterKind::Money);
+    let message = parameter::spelled::as_digits_in(&request.message, money);
     let options = parameter::ClearOptions {
         asked: Some(asked),
         ..Default::default()
@@ -983,8 +984,13 @@ mod tests {
         assert_eq!(ask("cento e cinquenta reais"), money("150.00"));
         assert_eq!(ask("it was seventy five reais"), money("75.00"));
         assert_eq!(ask("R$ 99,90"), money("99.90"));
-        // Two numbers (`seventy-one … ninety-nine cents`) are not guessed at; an article is none.
-        assert_eq!(ask("seventy-one reais and ninety-nine cents"), None);
+        // Asked for an amount, two numbers in a row are a price.
+        assert_eq!(ask("it was forty nine ninety"), money("49.90"));
+        // Cents said apart are the one amount (`parameter::spelled`); an article is none.
+        assert_eq!(
+            ask("seventy-one reais and ninety-nine cents"),
+            money("71.99")
+        );
         assert_eq!(ask("um valor que eu não reconheço"), None);
         // An order number's plain form (`82790`) answers only where PR-1 reads it: after an
         // aside, in a last sentence that is only the value; not inside another sentence.
