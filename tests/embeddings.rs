@@ -307,6 +307,17 @@ async fn a_message_that_only_takes_leave_ends_when_nothing_is_in_flight() {
     });
     let d = model.classify(&in_flight, ctx()).await.expect("answer");
     assert!(d.confidence < 1.0, "a transaction in flight: {d:?}");
+    // What is in flight withdrawn first, then leave taken: an end (it drops nothing wanted).
+    for text in [
+        "ah esquece, vou ver com meu banco. tchau",
+        "never mind, I'll sort it out at the store. bye",
+    ] {
+        let mut withdrawn = in_flight.clone();
+        withdrawn.message = text.into();
+        let d = model.classify(&withdrawn, ctx()).await.expect("answer");
+        assert_eq!(d.decision, SessionControl::EndSession, "{text:?}: {d:?}");
+        assert!(d.confidence >= 0.9, "{text:?}: {d:?}");
+    }
 }
 
 #[tokio::test]

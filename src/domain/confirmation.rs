@@ -166,6 +166,14 @@ const LEXICON: &[(&str, Kind)] = &[
     ("rather not", NO),
     ("better not", NO),
     ("disagree", NO),
+    // A customer who wants to think it over has not said yes: nothing runs, and the request
+    // is dropped rather than left pending for a later `yes` (docs/decisions.md).
+    ("let me think about it", NO),
+    ("let me think it over", NO),
+    ("i'll think about it", NO),
+    ("ill think about it", NO),
+    ("i will think about it", NO),
+    ("need to think about it", NO),
     // ---- en judgements and verbs of consent
     ("true", TRUE),
     ("correct", TRUE),
@@ -513,6 +521,8 @@ const LEXICON: &[(&str, Kind)] = &[
     ("sorta", Uncertain),
     // ---- pt-BR answers
     ("sim", YES),
+    // Chat shorthand for `sim` (`ss pode cancelar`).
+    ("ss", YES),
     // Spanish speakers writing Portuguese (`sí, pode`), and `sim` without its last letter.
     ("si", YES),
     ("claro", YES),
@@ -555,6 +565,12 @@ const LEXICON: &[(&str, Kind)] = &[
     ("agora nao", NO),
     ("nao quero", NO),
     ("melhor nao", NO),
+    ("vou pensar", NO),
+    ("deixa eu pensar", NO),
+    ("preciso pensar", NO),
+    ("vou pensar melhor", NO),
+    ("deixa eu pensar melhor", NO),
+    ("preciso pensar melhor", NO),
     ("nao pode", NO),
     ("nao precisa", NO),
     ("discordo", NO),
@@ -1402,6 +1418,16 @@ const BESIDE_THANKS: &[&str] = &[
     "demais",
     "mto",
     "ai",
+    // Thanks in advance take no leave: they thank for what is still to come (`obrigado desde
+    // já`, `thanks in advance`).
+    "desde",
+    "ja",
+    "in",
+    "advance",
+    "antecipadamente",
+    "viu",
+    "ah",
+    "oh",
 ];
 
 /// SC-10: whether `message` only thanks (`obrigado mesmo assim`, `thanks a lot!`, `ok, valeu`):
@@ -1972,6 +1998,8 @@ mod tests {
             "thanks a lot!",
             "ok, valeu",
             "Thank you so much",
+            "ah, obrigado desde já viu",
+            "thanks in advance",
         ] {
             assert!(only_thanks(text), "{text}");
         }
@@ -2099,9 +2127,17 @@ mod tests {
                 "absolutely not",
                 "i think not",
                 "better not",
+                "hmm, actually let me think about it",
+                "I'll think about it",
             ],
             Some(Confirmation::Deny),
         );
+        // Wanting to think it over is no yes in pt-BR either; `ss` is chat shorthand for `sim`.
+        all(
+            &["deixa eu pensar", "vou pensar melhor"],
+            Some(Confirmation::Deny),
+        );
+        all(&["ss", "ss pode"], Some(Confirmation::Affirm));
     }
 
     #[test]

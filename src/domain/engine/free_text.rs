@@ -41,6 +41,51 @@ impl Run<'_> {
             matches!(p.kind, parameter::ParameterKind::Text { .. })
                 && tx.missing_parameters.contains(&p.name)
         })?;
+        let (words, news) = self.words_beyond_a_request(text, spans)?;
+        let objects = words.iter().any(|w| OBJECTION_WORDS.contains(&w.as_str()));
+        if (news < 2 && !objects)
+            || words.len() < 3
+            || crate::domain::confirmation::recognise(text).is_some()
+        {
+            return None;
+        }
+        // A customer who explains at length has given the reason: what fits of it is kept (its
+        // first words up to the limit), rather than asking for a reason already given.
+        let text = match param.kind {
+            parameter::ParameterKind::Text { max_len } => words_within(text.trim(), max_len),
+            _ => text.trim(),
+        };
+        let value = param
+            .kind
+            .validate(&Value::String(text.to_owned()), self.turn.locale);
+        value.ok().map(|v| (param.name.clone(), v))
+    }
+
+    /// MG-5: a model's free-text value that is the whole message while every word of it only
+    /// asks for the tool (`I want to contest a charge`, sent twice) is no reason: it would be
+    /// recorded as one.
+    pub(super) fn is_bare_request_as_text(&self, name: &str, value: &Value, text: &str) -> bool {
+        let text_param = self
+            .active_tool()
+            .and_then(|t| t.parameter(name))
+            .is_some_and(|p| matches!(p.kind, parameter::ParameterKind::Text { .. }));
+        text_param
+            && value.as_str().map(str::trim) == Some(text.trim())
+            && self
+                .words_beyond_a_request(text, &[])
+                .is_some_and(|(words, news)| {
+                    news == 0 && !words.iter().any(|w| OBJECTION_WORDS.contains(&w.as_str()))
+                })
+    }
+
+    /// The content words of `text` outside `spans`, and how many of them (of three letters or
+    /// more, not digits) are not request words (see [`Self::free_text_reading`]).
+    fn words_beyond_a_request(
+        &self,
+        text: &str,
+        spans: &[std::ops::Range<usize>],
+    ) -> Option<(Vec<String>, usize)> {
+        let tool = self.active_tool()?;
         let conversation = self
             .assistant
             .conversation
@@ -72,23 +117,7 @@ impl Run<'_> {
             .filter(|w| w.chars().count() > 2 && !w.chars().all(|c| c.is_ascii_digit()))
             .filter(|w| !known.iter().any(|k| same_stem(k, w)))
             .count();
-        let objects = words.iter().any(|w| OBJECTION_WORDS.contains(&w.as_str()));
-        if (news < 2 && !objects)
-            || words.len() < 3
-            || crate::domain::confirmation::recognise(text).is_some()
-        {
-            return None;
-        }
-        // A customer who explains at length has given the reason: what fits of it is kept (its
-        // first words up to the limit), rather than asking for a reason already given.
-        let text = match param.kind {
-            parameter::ParameterKind::Text { max_len } => words_within(text.trim(), max_len),
-            _ => text.trim(),
-        };
-        let value = param
-            .kind
-            .validate(&Value::String(text.to_owned()), self.turn.locale);
-        value.ok().map(|v| (param.name.clone(), v))
+        Some((words, news))
     }
 
     /// Step 5 when the interpreter read nothing actionable: clarified — unless the message

@@ -242,22 +242,7 @@ impl Run<'_> {
         };
         let awaiting = self.active_status() == Some(TransactionStatus::AwaitingConfirmation);
         match decision.act {
-            InterpreterAct::Provide => {
-                let (valid, invalid) = self.validate_values(&decision.arguments);
-                let (mut valid, invalid) = self.with_typed_reading(text, valid, invalid);
-                // MG-5: the reason asked for, told beside a value the model read (`me
-                // cobraram um seguro que eu nunca contratei, quarenta e nove e noventa`).
-                if !valid.is_empty() {
-                    if let Some((name, value)) = self.free_text_answer(text) {
-                        valid.entry(name).or_insert(value);
-                    }
-                }
-                if valid.is_empty() && invalid.is_empty() {
-                    return Ok(Reading::Nothing);
-                }
-                self.apply_values(valid, invalid).await?;
-                Ok(Reading::Settled)
-            }
+            InterpreterAct::Provide => Box::pin(self.provided(text, &decision.arguments)).await,
             InterpreterAct::Cancel => {
                 let cancelled = self.active().map(|tx| tx.tool.clone()).unwrap_or_default();
                 if self.active_status() == Some(TransactionStatus::Executing) {
@@ -293,6 +278,29 @@ impl Run<'_> {
                 Ok(Reading::Nothing)
             }
         }
+    }
+
+    /// The values the interpreter provided, validated, with the typed parsers' reading (MG-5).
+    async fn provided(
+        &mut self,
+        text: &str,
+        arguments: &BTreeMap<String, Value>,
+    ) -> Flowing<Reading> {
+        let (mut valid, invalid) = self.validate_values(arguments);
+        valid.retain(|name, value| !self.is_bare_request_as_text(name, value, text));
+        let (mut valid, invalid) = self.with_typed_reading(text, valid, invalid);
+        // MG-5: the reason asked for, told beside a value the model read (`me cobraram um
+        // seguro que eu nunca contratei, quarenta e nove e noventa`).
+        if !valid.is_empty() {
+            if let Some((name, value)) = self.free_text_answer(text) {
+                valid.entry(name).or_insert(value);
+            }
+        }
+        if valid.is_empty() && invalid.is_empty() {
+            return Ok(Reading::Nothing);
+        }
+        self.apply_values(valid, invalid).await?;
+        Ok(Reading::Settled)
     }
 
     /// PR-3 before PR-1: a message that names another tool's action verb (not the pending

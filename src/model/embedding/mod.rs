@@ -38,6 +38,7 @@ use crate::domain::decision::{
 };
 use crate::domain::effect::{ClassifierRequest, InterpreterRequest, RouterRequest};
 use crate::domain::parameter;
+use crate::domain::withdrawal;
 use crate::model::http::ModelConfigError;
 
 pub use client::{EmbeddingsClient, EmbeddingsError};
@@ -269,9 +270,12 @@ impl EmbeddingModel {
         let tails = closing_tails(&request.message);
         // A last clause that takes leave (`…então. tchau`, `vence dia 10 né? ok, tchau`) is a
         // reading of its own: its embedding still has to read as an ending, confidently.
-        // Only with nothing in flight (ending then drops nothing), and only a clause the
-        // customer set apart, or the whole message (`cancel PED-1234 bye` is a request).
-        let takes_leave = request.active_transaction.is_none()
+        // Only with nothing in flight (ending then drops nothing) or what is in flight
+        // withdrawn first (`ah esquece, vou ver com meu banco. tchau`: the end says it was not
+        // done, SC-6), and only a clause the customer set apart, or the whole message (`cancel
+        // PED-1234 bye` is a request).
+        let withdrawn = withdrawal::withdraws_first(&request.message, &[]);
+        let takes_leave = (request.active_transaction.is_none() || withdrawn)
             && last_clause(&request.message).map_or(
                 confirmation::says_goodbye(&request.message),
                 confirmation::says_goodbye,
