@@ -604,6 +604,9 @@ const LEXICON: &[(&str, Kind)] = &[
     ("concordo", TRUE),
     ("aprovado", TRUE),
     ("isso", TRUE),
+    // `(é) só isso` closes (`that's all`): its `isso` is no yes (`brigada, é só isso` at a
+    // confirmation ran the tool).
+    ("so isso", Filler),
     ("isso mesmo", TRUE),
     ("isso msm", TRUE),
     ("isso que eu quero", TRUE),
@@ -2138,6 +2141,8 @@ mod tests {
             Some(Confirmation::Deny),
         );
         all(&["ss", "ss pode"], Some(Confirmation::Affirm));
+        // `(é) só isso` closes; its `isso` is no yes.
+        all(&["brigada, é só isso", "só isso mesmo, obrigado"], None);
     }
 
     #[test]

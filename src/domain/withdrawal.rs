@@ -39,8 +39,8 @@ const WITHDRAWALS: &[&str] = &[
 /// Words that may open the clause before the withdrawal (`ah, never mind` is one clause only
 /// when written `ah never mind`).
 const OPENERS: &[&str] = &[
-    "ah", "oh", "ahh", "hmm", "hm", "um", "uh", "ok", "okay", "actually", "nah", "no", "nope",
-    "na", "verdade", "nao", "aff", "entao", "so", "well", "just",
+    "ah", "oh", "ahh", "hmm", "hmmm", "hm", "hum", "humm", "hummm", "um", "uh", "ok", "okay",
+    "actually", "nah", "no", "nope", "na", "verdade", "nao", "aff", "entao", "so", "well", "just",
     // On second thought: `on second thought, never mind`, `pensando bem, esquece`, `quer saber,
     // deixa pra lá`.
     "on", "second", "thought", "pensando", "bem", "quer", "saber", "sabe",
@@ -138,6 +138,7 @@ mod tests {
             "Deixa pra lá, depois eu vejo",
             "ah deixa quieto, não precisa mais",
             "na verdade esquece isso",
+            "humm, pensando bem deixa pra lá, vou ver com meu marido primeiro",
             "forget it, show me my bill",
             // On second thought.
             "hmm pensando bem esquece, acho que foi minha esposa que assinou",
