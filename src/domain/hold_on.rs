@@ -103,6 +103,34 @@ const NOT_AT_HAND: &[&str] = &[
 /// Words that may open the message before the wait phrase (`ah tá, peraí`).
 const OPENERS: &[&str] = &["ah", "oh", "ok", "okay", "hmm", "hm", "ta", "then", "entao"];
 
+/// Phrases that put a question first, before what is pending (folded).
+const BEFORE_THAT: &[&str] = &[
+    "before that",
+    "before this",
+    "before we do that",
+    "first",
+    "antes",
+    "antes disso",
+    "antes de tudo",
+    "primeiro",
+];
+
+/// Whether `text` is a question put before what is pending (`hold on, before that - where's
+/// PED-85230 right now?`, `aliás, antes, onde tá o PED-90377?`): a value in it belongs to the
+/// question, not to the pending step (PR-3 before PR-1). One of [`BEFORE_THAT`] among the first
+/// six words, and a question mark.
+pub fn asks_before_that(text: &str) -> bool {
+    if !text.contains(['?', '¿']) {
+        return false;
+    }
+    let Some(clauses) = confirmation::clauses(text) else {
+        return false;
+    };
+    let words: Vec<String> = clauses.concat();
+    let head = &words[..words.len().min(6)];
+    (0..head.len()).any(|at| longest(&head[at..], BEFORE_THAT).is_some())
+}
+
 /// Whether `text` asks the bot to wait (see the module's note).
 pub fn holds_on(text: &str) -> bool {
     if text.contains(['?', '¿']) || text.chars().any(|c| c.is_ascii_digit()) {
@@ -157,7 +185,25 @@ pub(crate) fn longest(words: &[String], phrases: &[&str]) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::holds_on;
+    use super::{asks_before_that, holds_on};
+
+    #[test]
+    fn a_question_put_before_what_is_pending() {
+        for text in [
+            "hold on, before that - where's PED-85230 right now?",
+            "aliás, antes, onde tá o PED-90377?",
+            "first, is PED-1234 already shipped?",
+        ] {
+            assert!(asks_before_that(text), "{text}");
+        }
+        for text in [
+            "before that, it was PED-85230",
+            "it's PED-1234, can you check it first?",
+            "where is it?",
+        ] {
+            assert!(!asks_before_that(text), "{text}");
+        }
+    }
 
     #[test]
     fn waiting_to_look_something_up_holds_on() {

@@ -46,7 +46,9 @@ impl Run<'_> {
             true => reading,
             false => self.correction_beside_asides(text).unwrap_or(reading),
         };
-        if !reading.whole && self.asks_another_tool(text) {
+        if !reading.whole
+            && (self.asks_another_tool(text) || crate::domain::hold_on::asks_before_that(text))
+        {
             return Ok(false);
         }
         let tool = self.active_tool().expect("typed_reading needs one");
