@@ -20,13 +20,13 @@ bash scripts/install-tools.sh
 # Floors of the whole-conversation eval (`turnstile eval conversations`, every conversation of
 # tests/data/conversations/, strict figures; docs/decision-quality.md "Whole conversations"):
 # the suite fails when turn accuracy or conversation success falls below its floor, or when more
-# turns than MAX_UNSAFE are unsafe. Set from what the set measures (90.2 % / 73.0 % / 20 with the
-# eighteenth and nineteenth authors' 80 conversations, before any tuning on them, in the fifteenth
-# session; ten of the twenty unsafe turns are in test parts, docs/decision-quality.md), so a change
-# that breaks conversations fails.
-MIN_TURN_ACCURACY=0.897
-MIN_CONVERSATION_SUCCESS=0.727
-MAX_UNSAFE=20
+# turns than MAX_UNSAFE are unsafe. Set from what the set measures (90.9 % / 73.9 % / 17 with the
+# eighteenth and nineteenth authors' 80 conversations, after the fifteenth session; ten of the
+# seventeen unsafe turns are in test parts, docs/decision-quality.md), so a change that breaks
+# conversations fails.
+MIN_TURN_ACCURACY=0.904
+MIN_CONVERSATION_SUCCESS=0.735
+MAX_UNSAFE=17
 
 started=0
 secure_started=0

@@ -166,14 +166,6 @@ const LEXICON: &[(&str, Kind)] = &[
     ("rather not", NO),
     ("better not", NO),
     ("disagree", NO),
-    // A customer who wants to think it over has not said yes: nothing runs, and the request
-    // is dropped rather than left pending for a later `yes` (docs/decisions.md).
-    ("let me think about it", NO),
-    ("let me think it over", NO),
-    ("i'll think about it", NO),
-    ("ill think about it", NO),
-    ("i will think about it", NO),
-    ("need to think about it", NO),
     // ---- en judgements and verbs of consent
     ("true", TRUE),
     ("correct", TRUE),
@@ -565,12 +557,6 @@ const LEXICON: &[(&str, Kind)] = &[
     ("agora nao", NO),
     ("nao quero", NO),
     ("melhor nao", NO),
-    ("vou pensar", NO),
-    ("deixa eu pensar", NO),
-    ("preciso pensar", NO),
-    ("vou pensar melhor", NO),
-    ("deixa eu pensar melhor", NO),
-    ("preciso pensar melhor", NO),
     ("nao pode", NO),
     ("nao precisa", NO),
     ("discordo", NO),
@@ -2130,16 +2116,10 @@ mod tests {
                 "absolutely not",
                 "i think not",
                 "better not",
-                "hmm, actually let me think about it",
-                "I'll think about it",
             ],
             Some(Confirmation::Deny),
         );
-        // Wanting to think it over is no yes in pt-BR either; `ss` is chat shorthand for `sim`.
-        all(
-            &["deixa eu pensar", "vou pensar melhor"],
-            Some(Confirmation::Deny),
-        );
+        // `ss` is chat shorthand for `sim`.
         all(&["ss", "ss pode"], Some(Confirmation::Affirm));
         // `(é) só isso` closes; its `isso` is no yes.
         all(&["brigada, é só isso", "só isso mesmo, obrigado"], None);
