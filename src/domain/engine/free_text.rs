@@ -41,8 +41,7 @@ impl Run<'_> {
             matches!(p.kind, parameter::ParameterKind::Text { .. })
                 && tx.missing_parameters.contains(&p.name)
         })?;
-        let (words, news) = self.words_beyond_a_request(text, spans)?;
-        let objects = words.iter().any(|w| OBJECTION_WORDS.contains(&w.as_str()));
+        let (words, news, objects) = self.words_beyond_a_request(text, spans)?;
         if (news < 2 && !objects)
             || words.len() < 3
             || crate::domain::confirmation::recognise(text).is_some()
@@ -73,18 +72,17 @@ impl Run<'_> {
             && value.as_str().map(str::trim) == Some(text.trim())
             && self
                 .words_beyond_a_request(text, &[])
-                .is_some_and(|(words, news)| {
-                    news == 0 && !words.iter().any(|w| OBJECTION_WORDS.contains(&w.as_str()))
-                })
+                .is_some_and(|(_, news, objects)| news == 0 && !objects)
     }
 
-    /// The content words of `text` outside `spans`, and how many of them (of three letters or
-    /// more, not digits) are not request words (see [`Self::free_text_reading`]).
+    /// The content words of `text` outside `spans`, how many of them (of three letters or more,
+    /// not digits) are not request words, and whether one objects (see
+    /// [`Self::free_text_reading`]).
     fn words_beyond_a_request(
         &self,
         text: &str,
         spans: &[std::ops::Range<usize>],
-    ) -> Option<(Vec<String>, usize)> {
+    ) -> Option<(Vec<String>, usize, bool)> {
         let tool = self.active_tool()?;
         let conversation = self
             .assistant
@@ -117,7 +115,8 @@ impl Run<'_> {
             .filter(|w| w.chars().count() > 2 && !w.chars().all(|c| c.is_ascii_digit()))
             .filter(|w| !known.iter().any(|k| same_stem(k, w)))
             .count();
-        Some((words, news))
+        let objects = words.iter().any(|w| OBJECTION_WORDS.contains(&w.as_str()));
+        Some((words, news, objects))
     }
 
     /// Step 5 when the interpreter read nothing actionable: clarified — unless the message

@@ -91,9 +91,9 @@ pub fn as_digits_in(text: &str, money_asked: bool) -> Cow<'_, str> {
 /// end of the words it takes and the amount (`49.90`). The cents are one run worth 10..=99 (or,
 /// before `cents`/`centavos`, 1..=99). Said right after the first (`forty nine ninety`) it is a
 /// price only with money named in the message (`charge`, `cobrança`, `reais`) or asked for
-/// ([`as_digits_in`]): `nineteen ninety`
-/// is as often a year; after `e` (`vinte e nove e noventa`, which no number's grammar allows) it
-/// always is, but for a time or a range (`às dez e vinte`, `entre dez e vinte`).
+/// ([`as_digits_in`]): `nineteen ninety` is as often a year; after `e` (`vinte e nove e
+/// noventa`, which no number's grammar allows) it always is, but for a time or a range (`às dez
+/// e vinte`, `entre dez e vinte`).
 fn price_at(
     text: &str,
     words: &[Folded],

@@ -274,8 +274,8 @@ impl EmbeddingModel {
         // withdrawn first (`ah esquece, vou ver com meu banco. tchau`: the end says it was not
         // done, SC-6), and only a clause the customer set apart, or the whole message (`cancel
         // PED-1234 bye` is a request).
-        let withdrawn = withdrawal::withdraws_first(&request.message, &[]);
-        let takes_leave = (request.active_transaction.is_none() || withdrawn)
+        let takes_leave = (request.active_transaction.is_none()
+            || withdrawal::withdraws_first(&request.message, &[]))
             && last_clause(&request.message).map_or(
                 confirmation::says_goodbye(&request.message),
                 confirmation::says_goodbye,
