@@ -34,6 +34,8 @@ cargo bench --features harness --bench throughput -- [options]
   --out PATH                    results file (default target/bench/throughput-<ts>.md)
   --worker-bin PATH             run this turnstile binary instead of the one cargo built (A/B a
                                 change against a saved build, alternating runs on one machine)
+  --keep-keyspace               keep the run's keyspace (checkpoints and decision records) for
+                                `turnstile replay --sample N --keyspace K`; printed at the end
 
 Needs Kafka at KAFKA_BROKERS (127.0.0.1:9092), Cassandra at CQL_CONTACT (127.0.0.1:9042) and,
 for --decision-model embeddings, the embeddings server: bash scripts/services.sh up";
@@ -75,6 +77,7 @@ pub struct Args {
     pub backlog_secs: u64,
     pub out: Option<PathBuf>,
     pub worker_bin: Option<PathBuf>,
+    pub keep_keyspace: bool,
 }
 
 impl Args {
@@ -105,6 +108,7 @@ pub fn parse_args() -> Result<Args, String> {
         backlog_secs: 40,
         out: None,
         worker_bin: None,
+        keep_keyspace: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -118,6 +122,10 @@ pub fn parse_args() -> Result<Args, String> {
         }
         if flag == "--distinct-texts" {
             a.distinct_texts = true;
+            continue;
+        }
+        if flag == "--keep-keyspace" {
+            a.keep_keyspace = true;
             continue;
         }
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
@@ -192,5 +200,6 @@ pub fn short_form() -> Args {
         backlog_secs: 0,
         out: Some(manifest("target/bench/throughput-short.md")),
         worker_bin: None,
+        keep_keyspace: false,
     }
 }

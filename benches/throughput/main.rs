@@ -123,7 +123,15 @@ async fn run(args: Args) -> Result<Vec<Row>, String> {
             }
         }
     }
-    drop_keyspace(&fx.keyspace).await;
+    if args.keep_keyspace {
+        // Kept for replaying the run's decision records (issue 26's 10,000-conversation check).
+        eprintln!(
+            "kept keyspace {k}: turnstile replay --sample 100000 --keyspace {k}",
+            k = fx.keyspace
+        );
+    } else {
+        drop_keyspace(&fx.keyspace).await;
+    }
 
     // A raw loop that did not make the worker's I/O is no ceiling: the run fails, loudly.
     if let Some((reference, problems)) = raw_vs_worker(&rows) {
