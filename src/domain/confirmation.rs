@@ -1064,7 +1064,13 @@ pub fn answer_before_asides(
     let acknowledges = first
         .iter()
         .all(|w| ACKNOWLEDGING.contains(&unstretched(w.clone()).as_str()));
-    let answer = recognise_with(&first.join(" "), action_verbs).filter(|_| !acknowledges)?;
+    let answer = if acknowledges {
+        // An acknowledgement answers when a yes follows it (`ok, sim, pode cancelar`).
+        recognise_with(&said.next()?.join(" "), action_verbs)
+            .filter(|a| *a == Confirmation::Affirm)?
+    } else {
+        recognise_with(&first.join(" "), action_verbs)?
+    };
     let rest: Vec<&Vec<String>> = said.collect();
     let fits = |c: &Vec<String>| {
         // `the first time`, `da primeira vez` date what happened; they defer nothing.
@@ -1081,6 +1087,8 @@ pub fn answer_before_asides(
             .map(|(_, w)| w.clone())
             .collect();
         recognise_with(&words.join(" "), action_verbs) == Some(answer)
+            // Thanks after a yes or a no thank for the help; they take no leave.
+            || only_thanks(&words.join(" "))
             || (is_aside(&words, catalog_verbs)
                 && !words.iter().any(|w| DOUBTS.contains(&w.as_str()))
                 && !says_goodbye(&words.join(" ")))
@@ -1389,6 +1397,8 @@ const THANKS: &[&str] = &[
     "grato",
     "grata",
     "appreciate",
+    "agradece",
+    "agradecemos",
 ];
 
 /// What else a thanks may carry without saying more (folded): `obrigado mesmo assim`, `thanks
@@ -1417,6 +1427,17 @@ const BESIDE_THANKS: &[&str] = &[
     "viu",
     "ah",
     "oh",
+    // Who thanks and how much (`I really appreciate it`, `ela agradece`).
+    "i",
+    "we",
+    "she",
+    "he",
+    "really",
+    "truly",
+    "eu",
+    "ela",
+    "ele",
+    "nos",
 ];
 
 /// SC-10: whether `message` only thanks (`obrigado mesmo assim`, `thanks a lot!`, `ok, valeu`):
@@ -2494,9 +2515,14 @@ mod tests {
             "sim, ja falei kkk",
             "yes, my wife bought it by mistake",
             "pode, né. fazer o quê",
+            // Thanks after the answer thank for the help; an acknowledgement before a yes.
+            "yes that's right, go ahead and cancel it, thank you so much for the help",
+            "sim, pode cancelar, muito obrigada mesmo",
+            "ok, sim, pode cancelar, ele agradece",
         ] {
             assert_eq!(read(text), Some(Confirmation::Affirm), "{text}");
         }
+        assert_eq!(read("no, thanks a lot anyway"), Some(Confirmation::Deny));
         assert_eq!(
             read("no, my husband already bought one"),
             Some(Confirmation::Deny)

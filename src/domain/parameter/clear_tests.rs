@@ -174,6 +174,9 @@ fn a_distinctive_value_fills_anywhere_but_an_unrelated_number_does_not() {
     assert_eq!(values(&got), vec![("zip_code", &json!("01310-100"))]);
     let got = extract_clear(&all, "cep 01.310-100 por favor", Locale::PtBr);
     assert_eq!(values(&got), vec![("zip_code", &json!("01310-100"))]);
+    // A spaced CEP is as distinctive as a dashed one: words around it do not hide it.
+    let got = extract_clear(&all, "new one is 70040 010, block B", Locale::En);
+    assert_eq!(values(&got), vec![("zip_code", &json!("70040-010"))]);
     // A spaced CEP and a labelled number in capitals: both read, the CEP's digits not the number.
     let got = extract_clear(&all, "CEP 40140 110 NUMERO 33", Locale::PtBr);
     assert_eq!(

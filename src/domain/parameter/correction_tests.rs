@@ -195,6 +195,26 @@ fn mg6_correction_forms_read_the_new_value() {
     }
 }
 
+// MG-6: pt-BR texting writes `não` as `n`; in English `n` negates nothing.
+#[test]
+fn mg6_a_texted_negation_sets_the_old_value_aside_in_pt_br() {
+    let d = domain();
+    let params = [LabelledParameter {
+        name: "house_number",
+        kind: &d.house_number,
+        labels: &d.house_labels,
+    }];
+    let options = ClearOptions {
+        asked: None,
+        correction: true,
+        held: None,
+    };
+    let got = extract_clear_with(&params, "n é 45, é 450", Locale::PtBr, options);
+    assert_eq!(got.value("house_number"), Some(&json!(450)));
+    let got = extract_clear_with(&params, "n é 45, é 450", Locale::En, options);
+    assert_eq!(got.value("house_number"), None);
+}
+
 // MG-6: without correction mode, the same messages are not clear (two numbers, markers).
 #[test]
 fn mg6_correction_forms_need_correction_mode() {

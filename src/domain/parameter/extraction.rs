@@ -218,7 +218,15 @@ fn negated_spans(
         let next_start = reader.words.get(p).map_or(c.span.start, |(n, _)| n.start);
         let gap = reader.text.get(r.end..next_start).unwrap_or("");
         let punctuated = gap.contains([',', '.', ';', '!', ':']);
-        if (NEGATORS.contains(&word.as_str()) || contracted) && !punctuated {
+        // pt-BR texting writes `não` as `n` (`n é 22, é 220`), but `n 350` / `n° 9` is `número`:
+        // only `n é` negates. In English `n` is `and`.
+        let texted = reader.locale == Locale::PtBr
+            && word == "n"
+            && reader
+                .words
+                .get(p)
+                .is_some_and(|(n, w)| matches!(w.as_str(), "e" | "eh") && n.start == r.end + 1);
+        if (NEGATORS.contains(&word.as_str()) || contracted || texted) && !punctuated {
             let start = if contracted {
                 reader.words.get(p - 2).map_or(r.start, |(r2, _)| r2.start)
             } else {
@@ -309,7 +317,8 @@ impl Pick {
     }
 }
 
-/// Whether a valid reading has a distinctive form (PR-1): a pattern id, a dashed CEP, money with
+/// Whether a valid reading has a distinctive form (PR-1): a pattern id, a dashed CEP (or a spaced one
+/// ending its clause), money with
 /// a currency marker (its span then starts or ends with the marker, not a digit) — or, when
 /// `cents` (the tool reads no other decimal or date), an amount written with its cents
 /// (`39,90`, `1.050,00`): no other parameter could read it, and customers leave the currency
@@ -321,7 +330,15 @@ fn distinctive(kind: &ParameterKind, text: &str, candidate: &Candidate, cents: b
     let raw = text.get(candidate.span.clone()).unwrap_or("");
     match kind {
         ParameterKind::Id { .. } => !candidate.plain_id,
-        ParameterKind::Cep => raw.contains('-'),
+        // The spaced form (`70040 010`) when it ends a clause: `12310 100 vezes` counts times.
+        ParameterKind::Cep => {
+            raw.contains('-')
+                || (raw.contains(' ')
+                    && text.get(candidate.span.end..).is_some_and(|after| {
+                        after.trim_start().is_empty()
+                            || after.trim_start().starts_with([',', ';', '.', '!'])
+                    }))
+        }
         ParameterKind::Money => {
             !raw.starts_with(|c: char| c.is_ascii_digit())
                 || !raw.ends_with(|c: char| c.is_ascii_digit())
