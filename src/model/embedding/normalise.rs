@@ -1,5 +1,6 @@
 //! What the embeddings model reads of a message: laughter dropped, shouting lowered, chat's
-//! `k` written `ok` and a space put after a comma glued to the next word. The
+//! `k` written `ok`, chat shorthand written out (`vc`, `pfv`, `pls`) and a space put after a
+//! comma glued to the next word. The
 //! configured examples are
 //! written without it, and `kkkk` pulls a message away from every intent: `kkkk vc trabalha
 //! até q horas?` reads out of scope 0.94, the same question without it the hours intent 0.69.
@@ -28,6 +29,10 @@ pub(super) fn for_embedding(text: &str) -> String {
             if core == "k" {
                 return Some(token.to_lowercase().replacen('k', "ok", 1));
             }
+            if let Some((_, word)) = SHORTHAND.iter().find(|(short, _)| *short == core) {
+                let marks: String = token.chars().filter(|c| !c.is_alphanumeric()).collect();
+                return Some(format!("{word}{marks}"));
+            }
             if !is_laughter(&core) {
                 return Some(token.to_owned());
             }
@@ -53,6 +58,42 @@ pub(super) fn for_embedding(text: &str) -> String {
         text.to_owned()
     }
 }
+
+/// Chat shorthand written out (`q dia vence minha conta?` → `que dia …`): the sentence model
+/// reads the abbreviation as another word, and the configured examples are written in full.
+/// Only abbreviations with one reading in either language (not `n`: `não` or `número`).
+const SHORTHAND: &[(&str, &str)] = &[
+    ("q", "que"),
+    ("vc", "você"),
+    ("vcs", "vocês"),
+    ("pq", "porque"),
+    ("tb", "também"),
+    ("tbm", "também"),
+    ("msm", "mesmo"),
+    ("td", "tudo"),
+    ("hj", "hoje"),
+    ("qdo", "quando"),
+    ("qnd", "quando"),
+    ("qto", "quanto"),
+    ("mto", "muito"),
+    ("mt", "muito"),
+    ("pfv", "por favor"),
+    ("pf", "por favor"),
+    ("cmg", "comigo"),
+    ("ngm", "ninguém"),
+    ("blz", "beleza"),
+    ("vlw", "valeu"),
+    ("obg", "obrigado"),
+    ("u", "you"),
+    ("ur", "your"),
+    ("pls", "please"),
+    ("plz", "please"),
+    ("thx", "thanks"),
+    ("ty", "thank you"),
+    ("nvm", "never mind"),
+    ("idk", "i don't know"),
+    ("rn", "right now"),
+];
 
 /// `IT,THE WHOLE 120 IS WRONG,I CANCELLED` → `IT, THE WHOLE 120 IS WRONG, I CANCELLED`: a
 /// comma or a full stop typed with no space between two words. The sentence model reads the
@@ -106,7 +147,7 @@ mod tests {
         let read = for_embedding;
         assert_eq!(
             read("kkkk vc trabalha até q horas?"),
-            "vc trabalha até q horas?"
+            "você trabalha até que horas?"
         );
         assert_eq!(read("btw good morning lol"), "btw good morning");
         assert_eq!(read("hahaha, ok then"), "ok then");
@@ -116,8 +157,22 @@ mod tests {
         // Words that only look like laughter in part stay.
         assert_eq!(read("track my kit"), "track my kit");
         // `k` alone is chat for `ok`.
-        assert_eq!(read("k thx"), "ok thx");
+        assert_eq!(read("k thx"), "ok thanks");
         assert_eq!(read("K, thanks"), "ok, thanks");
+    }
+
+    #[test]
+    fn chat_shorthand_is_written_out() {
+        let read = for_embedding;
+        assert_eq!(
+            read("q dia vence minha conta?"),
+            "que dia vence minha conta?"
+        );
+        assert_eq!(read("pfv, cancela pra mim"), "por favor, cancela pra mim");
+        assert_eq!(read("can u track it pls"), "can you track it please");
+        // `n` is `não` or `número`: left as typed; a shorthand inside a word is no shorthand.
+        assert_eq!(read("n 350"), "n 350");
+        assert_eq!(read("quero"), "quero");
     }
 
     #[test]
