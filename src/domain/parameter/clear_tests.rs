@@ -174,6 +174,15 @@ fn a_distinctive_value_fills_anywhere_but_an_unrelated_number_does_not() {
     assert_eq!(values(&got), vec![("zip_code", &json!("01310-100"))]);
     let got = extract_clear(&all, "cep 01.310-100 por favor", Locale::PtBr);
     assert_eq!(values(&got), vec![("zip_code", &json!("01310-100"))]);
+    // A value put in question is not the one given when another is.
+    let got = extract_clear(
+        &all,
+        "R$ 80?? não, quero contestar a cobrança de 45,50",
+        Locale::PtBr,
+    );
+    assert_eq!(values(&got), vec![("amount", &json!("45.50"))]);
+    let got = extract_clear(&all, "is it PED-1001? it should be PED-2002", Locale::En);
+    assert_eq!(values(&got), vec![("order_id", &json!("PED-2002"))]);
     // A spaced CEP is as distinctive as a dashed one: words around it do not hide it.
     let got = extract_clear(&all, "new one is 70040 010, block B", Locale::En);
     assert_eq!(values(&got), vec![("zip_code", &json!("70040-010"))]);

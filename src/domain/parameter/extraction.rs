@@ -572,10 +572,18 @@ impl Selection<'_, '_, '_> {
         (picks, taken, filled)
     }
 
-    /// Parameter `i`'s first valid candidate that is clear in `pass` and free of `taken`.
+    /// Parameter `i`'s first valid candidate that is clear in `pass` and free of `taken`; one a
+    /// question mark follows (`120 reais?? … contestar 59,90`) only when no other is: a value
+    /// put in question is not the one given.
     fn pick(&self, pass: Clarity, i: usize, taken: &[Range<usize>]) -> Option<Pick> {
         let (p, cands) = (self.params.get(i)?, self.candidates.get(i)?);
-        cands.iter().find_map(|c| {
+        let questioned = |c: &&Candidate| {
+            let text = self.reader.text;
+            text.get(c.span.end..)
+                .is_some_and(|after| after.trim_start().starts_with('?'))
+        };
+        let given = cands.iter().filter(|c| !questioned(c));
+        given.chain(cands.iter().filter(questioned)).find_map(|c| {
             if c.value.is_err() || overlaps(taken, &c.span) {
                 return None;
             }
