@@ -48,7 +48,7 @@ pub use reading::{classify_from, interpret_from, route_from};
 use reading::{confidence_of, intent_of, SegmentReading};
 use segments::{
     asks_for_agreement, closing_tails, conjoined, last_clause, last_sentence, number_like_tokens,
-    segments, sentences, trailing_number, two_words_or_more,
+    purpose_parts, segments, sentences, trailing_number, two_words_or_more,
 };
 
 /// The share of a message's reading that must already be an ending for its farewell to decide
@@ -220,10 +220,15 @@ impl EmbeddingModel {
         // When the whole message already leans to a person, its comma clauses are read too
         // (`charged twice again, i'm done with bots, give me a human agent`): the clause
         // confirms that reading, it does not make one (SC-10).
+        // A purpose clause is read apart too: `can I talk to a person to make sure it's really
+        // refunded?` asks for a person, and why.
         let sentences = if whole.decision == SessionControl::HumanHandoff {
             segments(&request.message)
         } else {
-            sentences(&request.message)
+            match (sentences(&request.message), purpose_parts(&request.message)) {
+                (s, Some((request, why))) if s.is_empty() => vec![request, why],
+                (s, _) => s,
+            }
         };
         let sentences: Vec<&str> = sentences.into_iter().filter(two_words_or_more).collect();
         if sentences.len() < 2 {
@@ -753,6 +758,24 @@ mod tests {
         ] {
             assert_eq!(ids.apply(kept), kept);
         }
+    }
+
+    #[test]
+    fn a_purpose_clause_is_read_apart_from_the_request() {
+        assert_eq!(
+            purpose_parts("Can I talk to a person to make sure it's really refunded?"),
+            Some((
+                "Can I talk to a person",
+                "to make sure it's really refunded?"
+            ))
+        );
+        assert_eq!(
+            purpose_parts("quero falar com alguém pra ver se o estorno sai"),
+            Some(("quero falar com alguém", "pra ver se o estorno sai"))
+        );
+        // Nothing before it, or no purpose clause: no parts.
+        assert_eq!(purpose_parts("to make sure it's refunded"), None);
+        assert_eq!(purpose_parts("i want to talk to a person"), None);
     }
 
     #[test]

@@ -79,6 +79,36 @@ pub(super) fn conjoined(message: &str) -> Option<(&str, &str)> {
     (words(first) >= 3 && words(second) >= 3).then_some((first, second))
 }
 
+/// Words that open a purpose clause: what follows says why, not what is asked.
+const PURPOSES: &[&str] = &[
+    " to make sure ",
+    " to check ",
+    " to see if ",
+    " so that ",
+    " so i can ",
+    " just to ",
+    " para ver se ",
+    " pra ver se ",
+    " para confirmar ",
+    " pra confirmar ",
+    " para garantir ",
+    " pra garantir ",
+    " para saber ",
+    " pra saber ",
+    " para ter certeza ",
+    " pra ter certeza ",
+];
+
+/// A one-sentence message split where a purpose clause starts (`can I talk to a person to make
+/// sure it's really refunded?` → the request and why), each part of two words or more.
+pub(super) fn purpose_parts(message: &str) -> Option<(&str, &str)> {
+    // ASCII lowering keeps every byte offset of the message.
+    let lowered = message.to_ascii_lowercase();
+    let at = PURPOSES.iter().filter_map(|p| lowered.find(p)).min()?;
+    let (head, tail) = (message.get(..at)?.trim(), message.get(at..)?.trim());
+    (two_words_or_more(&head) && two_words_or_more(&tail)).then_some((head, tail))
+}
+
 pub(super) fn two_words_or_more(segment: &&str) -> bool {
     segment.split_whitespace().count() >= 2
 }
