@@ -169,6 +169,14 @@ fn mg4a_plain_form_fills_the_asked_parameter_or_after_its_label() {
     );
     // Inside another sentence a plain form fills nothing (PR-1).
     assert!(read("I called 1001 times", Some("order_id"), false).is_empty());
+    // A label typed with one letter dropped still names (five letters or more left).
+    assert_eq!(
+        read("pedio 1001", None, false),
+        one("order_id", json!("PED-1001"))
+    );
+    assert!(read("pedi 1001", None, false)
+        .iter()
+        .all(|(name, _)| name != "order_id"));
 }
 
 // MG-6: correction forms with the new value, and the old one after a negation set aside.

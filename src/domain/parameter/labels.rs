@@ -166,7 +166,7 @@ impl Labels {
             own.iter().any(|label| {
                 label
                     .windows(n)
-                    .any(|w| w.iter().zip(tail).all(|(a, b)| a == b))
+                    .any(|w| w.iter().zip(tail).all(|(a, b)| typed_as(a, b)))
             })
         })?;
         if let Some(before) = run_words
@@ -183,4 +183,18 @@ impl Labels {
         let (start, _) = words.get(run.end + 1 - len)?;
         Some((start.start, len))
     }
+}
+
+/// Whether `typed` is the label word `word`, or it with one letter dropped when five letters or
+/// more are left (`pedio` for `pedido`, `numro` for `numero`): a label typed fast still names.
+fn typed_as(word: &str, typed: &str) -> bool {
+    if word == typed {
+        return true;
+    }
+    let (w, t): (Vec<char>, Vec<char>) = (word.chars().collect(), typed.chars().collect());
+    if t.len() < 5 || t.len() + 1 != w.len() || !t.iter().all(|c| c.is_alphabetic()) {
+        return false;
+    }
+    let same = w.iter().zip(&t).take_while(|(a, b)| a == b).count();
+    w.get(same + 1..) == t.get(same..)
 }
