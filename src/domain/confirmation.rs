@@ -1086,12 +1086,13 @@ pub fn answer_before_asides(
             })
             .map(|(_, w)| w.clone())
             .collect();
-        recognise_with(&words.join(" "), action_verbs) == Some(answer)
+        let joined = words.join(" ");
+        recognise_with(&joined, action_verbs) == Some(answer)
             // Thanks after a yes or a no thank for the help; they take no leave.
-            || only_thanks(&words.join(" "))
+            || only_thanks(&joined)
             || (is_aside(&words, catalog_verbs)
                 && !words.iter().any(|w| DOUBTS.contains(&w.as_str()))
-                && !says_goodbye(&words.join(" ")))
+                && !says_goodbye(&joined))
     };
     (!rest.is_empty() && rest.into_iter().all(fits)).then_some(answer)
 }

@@ -335,8 +335,8 @@ fn distinctive(kind: &ParameterKind, text: &str, candidate: &Candidate, cents: b
             raw.contains('-')
                 || (raw.contains(' ')
                     && text.get(candidate.span.end..).is_some_and(|after| {
-                        after.trim_start().is_empty()
-                            || after.trim_start().starts_with([',', ';', '.', '!'])
+                        let after = after.trim_start();
+                        after.is_empty() || after.starts_with([',', ';', '.', '!'])
                     }))
         }
         ParameterKind::Money => {

@@ -191,10 +191,16 @@ fn typed_as(word: &str, typed: &str) -> bool {
     if word == typed {
         return true;
     }
-    let (w, t): (Vec<char>, Vec<char>) = (word.chars().collect(), typed.chars().collect());
-    if t.len() < 5 || t.len() + 1 != w.len() || !t.iter().all(|c| c.is_alphabetic()) {
+    // Counted, not collected: every label word meets every word before a value.
+    let letters = typed.chars().count();
+    if letters < 5 || letters + 1 != word.chars().count() || !typed.chars().all(char::is_alphabetic)
+    {
         return false;
     }
-    let same = w.iter().zip(&t).take_while(|(a, b)| a == b).count();
-    w.get(same + 1..) == t.get(same..)
+    let same = word
+        .chars()
+        .zip(typed.chars())
+        .take_while(|(a, b)| a == b)
+        .count();
+    word.chars().skip(same + 1).eq(typed.chars().skip(same))
 }

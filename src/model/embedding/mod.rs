@@ -225,9 +225,10 @@ impl EmbeddingModel {
         let sentences = if whole.decision == SessionControl::HumanHandoff {
             segments(&request.message)
         } else {
-            match (sentences(&request.message), purpose_parts(&request.message)) {
-                (s, Some((request, why))) if s.is_empty() => vec![request, why],
-                (s, _) => s,
+            let sentences = sentences(&request.message);
+            match purpose_parts(&request.message).filter(|_| sentences.is_empty()) {
+                Some((request, why)) => vec![request, why],
+                None => sentences,
             }
         };
         let sentences: Vec<&str> = sentences.into_iter().filter(two_words_or_more).collect();

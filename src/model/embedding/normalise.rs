@@ -25,13 +25,12 @@ pub(super) fn for_embedding(text: &str) -> String {
                 .filter(|c| c.is_alphanumeric())
                 .flat_map(char::to_lowercase)
                 .collect();
-            // `k` is chat for `ok` (`k thx`); alone it reads out of scope.
-            if core == "k" {
-                return Some(token.to_lowercase().replacen('k', "ok", 1));
-            }
-            if let Some((_, word)) = SHORTHAND.iter().find(|(short, _)| *short == core) {
-                let marks: String = token.chars().filter(|c| !c.is_alphanumeric()).collect();
-                return Some(format!("{word}{marks}"));
+            // Shorthand, `k` for `ok` among it (`k thx`; alone it reads out of scope).
+            if let Some((short, word)) = SHORTHAND.iter().find(|(short, _)| *short == core) {
+                let lowered = token.to_lowercase();
+                if lowered.contains(short) {
+                    return Some(lowered.replacen(short, word, 1));
+                }
             }
             if !is_laughter(&core) {
                 return Some(token.to_owned());
@@ -63,6 +62,7 @@ pub(super) fn for_embedding(text: &str) -> String {
 /// reads the abbreviation as another word, and the configured examples are written in full.
 /// Only abbreviations with one reading in either language (not `n`: `não` or `número`).
 const SHORTHAND: &[(&str, &str)] = &[
+    ("k", "ok"),
     ("q", "que"),
     ("vc", "você"),
     ("vcs", "vocês"),
