@@ -20,13 +20,13 @@ bash scripts/install-tools.sh
 # Floors of the whole-conversation eval (`turnstile eval conversations`, every conversation of
 # tests/data/conversations/, strict figures; docs/decision-quality.md "Whole conversations"):
 # the suite fails when turn accuracy or conversation success falls below its floor, or when more
-# turns than MAX_UNSAFE are unsafe. Set from what the set measures (90.9 % / 73.3 % / 20 with the
-# twentieth and twenty-first authors' 80 conversations, after the sixteenth session; twelve of the
-# twenty unsafe turns are in test parts, docs/decision-quality.md), so a change that breaks
+# turns than MAX_UNSAFE are unsafe. Set from what the set measures (90.7 % / 72.8 % / 23 with the
+# twenty-second and twenty-third authors' 80 conversations, before the seventeenth session's tuning;
+# fourteen of the twenty-three unsafe turns are in test parts, docs/decision-quality.md), so a change that breaks
 # conversations fails.
 MIN_TURN_ACCURACY=0.905
-MIN_CONVERSATION_SUCCESS=0.729
-MAX_UNSAFE=20
+MIN_CONVERSATION_SUCCESS=0.725
+MAX_UNSAFE=23
 
 started=0
 secure_started=0
