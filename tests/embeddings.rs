@@ -278,7 +278,7 @@ async fn a_farewell_set_apart_ends_a_message_when_nothing_is_in_flight() {
 async fn a_message_that_only_takes_leave_ends_when_nothing_is_in_flight() {
     // SC-10: thanks and a farewell, a closing (`era isso`) or a wish (`have a good one`), with
     // nothing else: an end at full confidence, however the thanks pull the embedding toward
-    // the thanks intent. A bare thanks, a question, or a transaction in flight: not this rule.
+    // the thanks intent. A bare thanks or a question: not this rule.
     let model = real_model().await;
     for text in [
         "Much obliged. Good night.",
@@ -297,7 +297,7 @@ async fn a_message_that_only_takes_leave_ends_when_nothing_is_in_flight() {
             "{text:?}: {d:?}"
         );
     }
-    let mut in_flight = classify_request("thanks, bye", Some("retail"));
+    let mut in_flight = classify_request("tá bom brigado era isso", Some("retail"));
     in_flight.active_transaction = Some(TransactionSummary {
         agent: "retail".into(),
         tool: "retail_order_cancel".into(),
@@ -305,8 +305,21 @@ async fn a_message_that_only_takes_leave_ends_when_nothing_is_in_flight() {
         arguments: Default::default(),
         missing_parameters: Vec::new(),
     });
+    // In flight, a closing that may answer what is pending (`era isso`) is not this rule; a
+    // farewell proper (`vlw tchau`, `many thanks, that is all`) leaves what is pending.
     let d = model.classify(&in_flight, ctx()).await.expect("answer");
     assert!(d.confidence < 1.0, "a transaction in flight: {d:?}");
+    for text in [
+        "thanks, bye",
+        "vlw tchau",
+        "Many thanks for your assistance, that is all.",
+    ] {
+        let mut leaving = in_flight.clone();
+        leaving.message = text.into();
+        let d = model.classify(&leaving, ctx()).await.expect("answer");
+        assert_eq!(d.decision, SessionControl::EndSession, "{text:?}: {d:?}");
+        assert!((d.confidence - 1.0).abs() < 1e-9, "{text:?}: {d:?}");
+    }
     // What is in flight withdrawn first, then leave taken: an end (it drops nothing wanted).
     for text in [
         "ah esquece, vou ver com meu banco. tchau",
@@ -788,6 +801,8 @@ async fn what_a_message_says_beside_its_sentence_makes_the_request_surer() {
     };
     for (text, tool) in [
         ("hey where is my order 76123", "retail_order_tracking"),
+        // A question word is enough beside an id; digits dictated in groups are one id.
+        ("where is my order ped 11 427", "retail_order_tracking"),
         (
             "QUERO SABER ONDE ESTA O MEU PEDIDO 310777",
             "retail_order_tracking",

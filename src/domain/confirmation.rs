@@ -1151,14 +1151,22 @@ const FAREWELL_PHRASES: &[&[&str]] = &[
     &["ate", "logo"],
     &["ate", "breve"],
     &["ate", "a", "proxima"],
-    // "That was all I needed": a closing once nothing is in flight (the caller's condition).
+    // "That was all I needed": nothing more is wanted, whatever is pending.
     &["that's", "all"],
     &["that", "is", "all"],
     &["that", "will", "be", "all"],
     &["that'll", "be", "all"],
-    &["that's", "it"],
     // Typed without the apostrophe (`ok thank you thats all`).
     &["thats", "all"],
+    &["nothing", "else"],
+    &["mais", "nada"],
+    &["nada", "mais"],
+];
+
+/// Closings that take leave only once nothing is in flight: with a question pending they may
+/// answer it (`era isso` = that is what I meant; `that's it` = that is right).
+const CLOSING_PHRASES: &[&[&str]] = &[
+    &["that's", "it"],
     &["thats", "it"],
     &["thats", "everything"],
     &["era", "isso"],
@@ -1168,16 +1176,16 @@ const FAREWELL_PHRASES: &[&[&str]] = &[
     &["done", "here"],
     &["all", "done"],
     &["i'm", "done"],
-    &["nothing", "else"],
     &["that's", "everything"],
-    &["mais", "nada"],
-    &["nada", "mais"],
 ];
 
 /// Farewell phrases whose words a test sentence could share: listed for
 /// `tests/conversations_overlap.rs` beside the recogniser's lexicon.
 pub fn farewell_phrases() -> impl Iterator<Item = String> {
-    FAREWELL_PHRASES.iter().map(|p| p.join(" "))
+    FAREWELL_PHRASES
+        .iter()
+        .chain(CLOSING_PHRASES)
+        .map(|p| p.join(" "))
 }
 
 /// What may stand beside a farewell in a closing clause (folded): `ok, tchau`, `thanks, bye`,
@@ -1216,6 +1224,7 @@ const BESIDE_A_FAREWELL: &[&str] = &[
     "all",
     "for",
     "much",
+    "many",
     "very",
     "obliged",
     "appreciate",
@@ -1333,6 +1342,17 @@ fn wish_at(words: &[String], thanked: bool) -> Option<usize> {
 /// answer. A bare wish of the time of day in pt-BR (`boa noite`) is not a farewell here: it
 /// greets as often as it closes.
 pub fn says_goodbye(clause: &str) -> bool {
+    takes_leave(clause, true)
+}
+
+/// SC-10: whether `clause` takes leave whatever is pending — [`says_goodbye`] without the
+/// closings that may answer a pending question (`era isso`, `that's it`): `vlw tchau` and
+/// `many thanks, that is all` leave a confirmation unanswered, `era isso` may answer it.
+pub fn says_goodbye_in_flight(clause: &str) -> bool {
+    takes_leave(clause, false)
+}
+
+fn takes_leave(clause: &str, closings: bool) -> bool {
     let Some(words) = clauses(clause) else {
         return false;
     };
@@ -1344,6 +1364,7 @@ pub fn says_goodbye(clause: &str) -> bool {
         let rest = &words[at..];
         let phrase = FAREWELL_PHRASES
             .iter()
+            .chain(CLOSING_PHRASES.iter().filter(|_| closings))
             .filter(|p| rest.len() >= p.len() && rest.iter().zip(p.iter()).all(|(w, p)| w == p))
             .map(|p| p.len())
             .max()
@@ -2073,6 +2094,30 @@ mod tests {
             "",
         ] {
             assert!(!says_goodbye(text), "{text}");
+        }
+    }
+
+    // SC-10: with a transaction in flight only a farewell proper leaves it; a closing that may
+    // answer what is pending (`era isso`, `that's it`) does not.
+    #[test]
+    fn a_farewell_proper_takes_leave_whatever_is_pending() {
+        for text in [
+            "vlw tchau",
+            "ok, tchau",
+            "Many thanks for your assistance, that is all.",
+            "thanks, see you",
+            "obrigado, até mais",
+        ] {
+            assert!(says_goodbye_in_flight(text), "{text}");
+        }
+        for text in [
+            "tá bom brigado era isso",
+            "ok that's it",
+            "Thanks. Done here.",
+            "ok",
+        ] {
+            assert!(says_goodbye(text) || text == "ok", "{text}");
+            assert!(!says_goodbye_in_flight(text), "{text}");
         }
     }
 

@@ -124,6 +124,27 @@ fn mg4a_grouped_digits_after_the_prefix_are_one_id() {
         .all(|(name, _)| name != "order_id"));
 }
 
+// MG-4a: the plain form dictated in groups (`pedido 382 406`) is one plain id: it fills the
+// order number when asked for or after its label, never a part of a money literal.
+#[test]
+fn mg4a_grouped_digits_of_the_plain_form_are_one_id() {
+    assert_eq!(
+        read("agora o rastreio pedido 382 406", None, false),
+        one("order_id", json!("PED-382406"))
+    );
+    assert_eq!(
+        read("11 427", Some("order_id"), false),
+        one("order_id", json!("PED-11427"))
+    );
+    // Too few digits together stays a near-miss.
+    assert!(read("pedido 3 5", None, false)
+        .iter()
+        .all(|(name, _)| name != "order_id"));
+    assert!(read("R$ 1 500", Some("order_id"), false)
+        .iter()
+        .all(|(name, _)| name != "order_id"));
+}
+
 // PR-1: coming back with the value looked up (`achei:`, `found it,`) is filler around it.
 #[test]
 fn found_it_before_the_values_is_filler() {

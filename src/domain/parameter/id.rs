@@ -163,6 +163,31 @@ impl IdPattern {
         self.canonical_loose(&format!("{lead}{rest}"))
     }
 
+    /// MG-4a: the canonical id of a plain form dictated in groups (`382 406` → `PED-382406`):
+    /// the groups' digits together in the plain form. Only groups of one to three digits
+    /// separated by single spaces, two groups or more.
+    pub fn canonical_plain_grouped(&self, run: &str) -> Option<String> {
+        let groups: Vec<&str> = run.split(' ').collect();
+        let grouped = groups.len() >= 2
+            && groups
+                .iter()
+                .all(|g| (1..=3).contains(&g.len()) && g.bytes().all(|b| b.is_ascii_digit()));
+        if !grouped {
+            return None;
+        }
+        self.canonical_plain(&groups.concat())
+    }
+
+    /// MG-4a: the prefix's letters before digits in groups (`ped 11 427`), as byte ranges with
+    /// the canonical id each is.
+    pub fn find_grouped_in(&self, text: &str) -> Vec<(std::ops::Range<usize>, String)> {
+        self.grouped
+            .iter()
+            .flat_map(|g| g.find_iter(text))
+            .filter_map(|m| Some((m.range(), self.canonical_grouped(m.as_str())?)))
+            .collect()
+    }
+
     /// MG-4a: the canonical id of a plain form (`1001` → `PED-1001`).
     pub fn canonical_plain(&self, token: &str) -> Option<String> {
         let plain = self.plain.as_ref()?;

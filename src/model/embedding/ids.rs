@@ -12,6 +12,17 @@ static DIGIT_RUN: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|
     regex::Regex::new(r"\b[0-9]+\b").expect("static regex is valid")
 });
 
+/// Digits dictated in groups (`pedido 382 406`): one plain id when together they are one.
+static DIGIT_GROUPS: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    #[allow(clippy::expect_used)]
+    regex::Regex::new(r"\b[0-9]{1,3}(?: [0-9]{1,3})+\b").expect("static regex is valid")
+});
+
+/// Folded question words that say what is asked about an id on their own.
+const ASKING: &[&str] = &[
+    "where", "when", "what", "how", "onde", "cade", "quando", "qual", "como",
+];
+
 /// What an assistant's ids are read as when embedded (see [`IdStandIns::apply`]), worked out
 /// once at start-up: each id pattern with its parameter's configured example, and the words
 /// that name those parameters.
@@ -69,21 +80,29 @@ impl IdStandIns {
             !out.iter().any(|(_, o)| o.start < r.end && r.start < o.end)
         };
         for (i, (pattern, _)) in self.ids.iter().enumerate() {
+            // Grouped first: `ped 11 427` is one id, not `ped 11` and `427`.
+            for (r, _) in pattern.find_grouped_in(message) {
+                if free(&out, &r) {
+                    out.push((i, r));
+                }
+            }
             for r in pattern.find_in(message) {
                 if free(&out, &r) {
                     out.push((i, r));
                 }
             }
         }
-        for m in DIGIT_RUN.find_iter(message) {
+        for m in DIGIT_GROUPS
+            .find_iter(message)
+            .chain(DIGIT_RUN.find_iter(message))
+        {
             if !free(&out, &m.range()) {
                 continue;
             }
-            let Some(i) = self
-                .ids
-                .iter()
-                .position(|(p, _)| p.canonical_plain(m.as_str()).is_some())
-            else {
+            let Some(i) = self.ids.iter().position(|(p, _)| {
+                p.canonical_plain(m.as_str()).is_some()
+                    || p.canonical_plain_grouped(m.as_str()).is_some()
+            }) else {
                 continue;
             };
             let before = message.get(..m.start()).unwrap_or("");
@@ -120,11 +139,14 @@ impl IdStandIns {
                 .get(r.clone())
                 .is_some_and(|t| t.chars().all(|c| c.is_ascii_digit()))
         });
-        let says_more = parameter::content_words(message, &spans)
-            .iter()
+        let besides: Vec<String> = parameter::content_words(message, &spans)
+            .into_iter()
             .filter(|w| !self.naming.contains(w))
-            .count()
-            >= if plain { 1 } else { 2 };
+            .collect();
+        // A question word says what is asked about the id (`where is my order ped 11427`:
+        // tracking 0.70 with its own digits, 0.92 with the example's).
+        let asks = besides.iter().any(|w| ASKING.contains(&w.as_str()));
+        let says_more = besides.len() >= if plain || asks { 1 } else { 2 };
         if spans.is_empty() || !says_more {
             return message.to_owned();
         }

@@ -179,10 +179,14 @@ impl EmbeddingModel {
         // SC-10: a message that only takes leave (`much obliged. good night`, `tá bom brigado era
         // isso`: a farewell with nothing beside it but thanks and acknowledgement) while nothing
         // is in flight is an end, however its thanks pull the embedding toward the thanks intent.
-        if request.active_transaction.is_none()
-            && !request.message.contains(['?', '¿'])
-            && confirmation::says_goodbye(&request.message)
-        {
+        // With a transaction in flight only a farewell proper (`vlw tchau`, `many thanks, that
+        // is all`) leaves it: `era isso` may answer what is pending.
+        let leaves = if request.active_transaction.is_none() {
+            confirmation::says_goodbye(&request.message)
+        } else {
+            confirmation::says_goodbye_in_flight(&request.message)
+        };
+        if leaves && !request.message.contains(['?', '¿']) {
             return Ok(ClassifierDecision {
                 decision: SessionControl::EndSession,
                 confidence: 1.0,
