@@ -803,6 +803,11 @@ async fn what_a_message_says_beside_its_sentence_makes_the_request_surer() {
         ("hey where is my order 76123", "retail_order_tracking"),
         // A question word is enough beside an id; digits dictated in groups are one id.
         ("where is my order ped 11 427", "retail_order_tracking"),
+        // A complaint, then the request by its tool's own verb: the request.
+        (
+            "que absurdo essa fatura veio alta de novo, me mostra essa conta agora",
+            "billing_show_bill",
+        ),
         (
             "QUERO SABER ONDE ESTA O MEU PEDIDO 310777",
             "retail_order_tracking",

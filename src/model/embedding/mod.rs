@@ -385,8 +385,19 @@ impl EmbeddingModel {
         };
         self.prefetch(&segments).await;
         if two_words_or_more(last) {
+            let clause = *last;
             if let Some(last) = self.read_request(request, &read, last).await {
                 if confidence_of(&last) > confidence_of(&whole) {
+                    return Ok(last);
+                }
+                // A complaint before the request reads as another tool (`que absurdo essa
+                // fatura veio alta de novo, me mostra essa conta agora`: the contestation
+                // 1.00): a last clause that asks by its tool's own verb, after clauses that
+                // name no tool by theirs, is the request.
+                if request.active_transaction.is_none()
+                    && intent_of(&last) != intent_of(&whole)
+                    && asks_by_its_verb(read.assistant, clause, &last, earlier)
+                {
                     return Ok(last);
                 }
             }
@@ -515,6 +526,25 @@ impl EmbeddingModel {
             named.to_owned()
         }
     }
+}
+
+/// Whether `clause` read as `decision` names that tool by its own action verb and no earlier
+/// clause names any tool by its verb.
+fn asks_by_its_verb(
+    assistant: Option<&Assistant>,
+    clause: &str,
+    decision: &RouterDecision,
+    earlier: &[&str],
+) -> bool {
+    let Some(assistant) = assistant else {
+        return false;
+    };
+    let named = reading::named_by_verb(assistant, clause);
+    named.is_some()
+        && named == intent_of(decision)
+        && earlier
+            .iter()
+            .all(|e| reading::named_by_verb(assistant, e).is_none())
 }
 
 /// The words an assistant is written in: its examples, each tool's action verbs, title and
