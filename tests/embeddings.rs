@@ -267,6 +267,8 @@ async fn a_farewell_set_apart_ends_a_message_when_nothing_is_in_flight() {
         "ok, I'll just refuse it at the door then. bye",
         "tá, vou recusar na entrega então. tchau",
         "vence dia 10 né? ok, tchau",
+        // A closing that only takes leave, however its thanks read.
+        "blz vou esperar entao, valeu tchau",
     ] {
         let d = classify_with_retail_active(&model, text).await;
         assert_eq!(d.decision, SessionControl::EndSession, "{text:?}: {d:?}");

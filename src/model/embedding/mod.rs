@@ -299,6 +299,14 @@ impl EmbeddingModel {
         let named = self.assistant_for_classifier(&request.assistant);
         let mut best = whole;
         for tail in tails {
+            // A set-apart last clause that only takes leave (`blz vou esperar entao, valeu
+            // tchau`) ends as the whole-message rule does, however its thanks read (thanks 0.97).
+            if takes_leave && confirmation::says_goodbye(tail) {
+                return ClassifierDecision {
+                    decision: SessionControl::EndSession,
+                    confidence: 1.0,
+                };
+            }
             // The whole message's reading stands; a failed extra look is no failed decision.
             let Ok((v, _)) = self.embed_one(&named, tail).await else {
                 continue;
