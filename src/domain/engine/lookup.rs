@@ -200,7 +200,8 @@ impl Run<'_> {
 
     /// With nothing in flight and no confident route, a message that is only another value for
     /// the look-up that just completed (`and ped 54870 too 🙏`, `e o PED-320114?`): its values
-    /// and filler, with words that ask for the same again ([`ADDITIVE`]), and at least one value
+    /// and filler, with words that ask for the same again ([`ADDITIVE`]) or correct the value
+    /// (`parameter::CORRECTION_MARKERS`), and at least one value
     /// that differs from the last one's. Returns the look-up's agent and tool, to run again.
     pub(super) fn another_value_for_last_lookup(&self, text: &str) -> Option<(String, String)> {
         let (last, tool) = self.last_lookup()?;
@@ -213,9 +214,11 @@ impl Run<'_> {
             return None;
         }
         let spans: Vec<_> = reading.values.iter().map(|v| v.span.clone()).collect();
-        let only_values = parameter::content_words(text, &spans)
-            .iter()
-            .all(|w| ADDITIVE.contains(&w.as_str()));
+        // A correction of the value just looked up (`*ped380951 digitei errado`, `typo, it's
+        // PED-11087`) asks for the same look-up with it.
+        let only_values = parameter::content_words(text, &spans).iter().all(|w| {
+            ADDITIVE.contains(&w.as_str()) || parameter::CORRECTION_MARKERS.contains(&w.as_str())
+        });
         only_values.then(|| (last.agent.clone(), last.tool.clone()))
     }
 }
