@@ -20,12 +20,12 @@ bash scripts/install-tools.sh
 # Floors of the whole-conversation eval (`turnstile eval conversations`, every conversation of
 # tests/data/conversations/, strict figures; docs/decision-quality.md "Whole conversations"):
 # the suite fails when turn accuracy or conversation success falls below its floor, or when more
-# turns than MAX_UNSAFE are unsafe. Set from what the set measures (90.7 % / 72.8 % / 23 with the
-# twenty-second and twenty-third authors' 80 conversations, before the seventeenth session's tuning;
+# turns than MAX_UNSAFE are unsafe. Set from what the set measures (90.9 % / 73.4 % / 23 with the
+# twenty-second and twenty-third authors' 80 conversations, after the seventeenth session;
 # fourteen of the twenty-three unsafe turns are in test parts, docs/decision-quality.md), so a change that breaks
 # conversations fails.
 MIN_TURN_ACCURACY=0.905
-MIN_CONVERSATION_SUCCESS=0.725
+MIN_CONVERSATION_SUCCESS=0.729
 MAX_UNSAFE=23
 
 started=0
