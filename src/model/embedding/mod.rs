@@ -404,7 +404,7 @@ impl EmbeddingModel {
                 // name no tool by theirs, is the request.
                 if request.active_transaction.is_none()
                     && intent_of(&last) != intent_of(&whole)
-                    && asks_by_its_verb(read.assistant, clause, &last, earlier)
+                    && reading::asks_by_its_verb(read.assistant, clause, &last, earlier)
                 {
                     return Ok(last);
                 }
@@ -534,25 +534,6 @@ impl EmbeddingModel {
             named.to_owned()
         }
     }
-}
-
-/// Whether `clause` read as `decision` names that tool by its own action verb and no earlier
-/// clause names any tool by its verb.
-fn asks_by_its_verb(
-    assistant: Option<&Assistant>,
-    clause: &str,
-    decision: &RouterDecision,
-    earlier: &[&str],
-) -> bool {
-    let Some(assistant) = assistant else {
-        return false;
-    };
-    let named = reading::named_by_verb(assistant, clause);
-    named.is_some()
-        && named == intent_of(decision)
-        && earlier
-            .iter()
-            .all(|e| reading::named_by_verb(assistant, e).is_none())
 }
 
 /// The words an assistant is written in: its examples, each tool's action verbs, title and

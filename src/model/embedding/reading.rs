@@ -523,6 +523,25 @@ pub(super) fn only_the_verb(tool: &Tool, text: &str, objects: bool) -> bool {
     framed && !said.is_empty() && said.iter().all(|w| verb_words.contains(w))
 }
 
+/// Whether `clause` read as `decision` names that tool by its own action verb and no earlier
+/// clause names any tool by its verb.
+pub(super) fn asks_by_its_verb(
+    assistant: Option<&Assistant>,
+    clause: &str,
+    decision: &RouterDecision,
+    earlier: &[&str],
+) -> bool {
+    let Some(assistant) = assistant else {
+        return false;
+    };
+    let named = named_by_verb(assistant, clause);
+    named.is_some()
+        && named == intent_of(decision)
+        && earlier
+            .iter()
+            .all(|e| named_by_verb(assistant, e).is_none())
+}
+
 /// Whether the typed parsers clearly read one of `tool`'s parameters in `text` (PR-1's reading:
 /// a distinctive form anywhere, a plain one only alone).
 pub(super) fn reads_a_value(tool: &Tool, text: &str, locale: Locale) -> bool {
