@@ -4,6 +4,13 @@ use std::fmt;
 
 use regex::Regex;
 
+/// Digits in groups of one to three separated by single spaces (`382 406`, `38 24 06`): an
+/// id's plain form dictated in groups ([`IdPattern::canonical_plain_grouped`]).
+pub static DIGIT_GROUPS: std::sync::LazyLock<Regex> = std::sync::LazyLock::new(|| {
+    #[allow(clippy::expect_used)]
+    Regex::new(r"\b[0-9]{1,3}(?: [0-9]{1,3})+\b").expect("static regex is valid")
+});
+
 /// A configured id pattern (e.g. `PED-[0-9]{4,}`).
 ///
 /// Matching ignores case (`ped-1001` is an attempt at `PED-1001`); the stored value is put in

@@ -111,7 +111,7 @@ pub use self::filler::{
     CORRECTION_MARKERS, FILLER_ARTICLES, FILLER_CONJUNCTIONS, FILLER_DISCOURSE, FILLER_PHRASES,
     FILLER_POLITENESS, FILLER_PRONOUNS, FILLER_TO_BE, REQUEST_FRAME,
 };
-pub use self::id::IdPattern;
+pub use self::id::{IdPattern, DIGIT_GROUPS};
 pub use self::reference::{points_back, POINTING_WORDS};
 
 /// The folded words of `text` (lower case, accents and combining marks folded away), split on

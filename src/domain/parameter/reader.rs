@@ -21,12 +21,6 @@ fn overlaps_range(a: &Range<usize>, b: &Range<usize>) -> bool {
     a.start < b.end && b.start < a.end
 }
 
-/// Digits in groups of one to three separated by single spaces (`382 406`, `38 24 06`).
-static DIGIT_GROUPS: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-    #[allow(clippy::expect_used)]
-    regex::Regex::new(r"\b[0-9]{1,3}(?: [0-9]{1,3})+\b").expect("static regex is valid")
-});
-
 /// A possible reading of part of the message for one parameter.
 #[derive(Debug, Clone)]
 pub(super) struct Candidate {
@@ -182,7 +176,7 @@ impl Reader<'_> {
     /// over the groups, so no group is read apart as a near-miss. Not inside a space-grouped
     /// literal of another kind (`R$ 1 500`).
     fn grouped_plain_ids(&self, pattern: &IdPattern, out: &mut Vec<Candidate>) {
-        for m in DIGIT_GROUPS.find_iter(self.text) {
+        for m in super::id::DIGIT_GROUPS.find_iter(self.text) {
             let taken = out.iter().any(|c| overlaps_range(&c.span, &m.range()))
                 || self.grouped.iter().any(|g| overlaps_range(g, &m.range()));
             if taken || !standalone(self.text, &m.range()) {

@@ -12,12 +12,6 @@ static DIGIT_RUN: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|
     regex::Regex::new(r"\b[0-9]+\b").expect("static regex is valid")
 });
 
-/// Digits dictated in groups (`pedido 382 406`): one plain id when together they are one.
-static DIGIT_GROUPS: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-    #[allow(clippy::expect_used)]
-    regex::Regex::new(r"\b[0-9]{1,3}(?: [0-9]{1,3})+\b").expect("static regex is valid")
-});
-
 /// Folded question words that say what is asked about an id on their own.
 const ASKING: &[&str] = &[
     "where", "when", "what", "how", "onde", "cade", "quando", "qual", "como",
@@ -92,7 +86,7 @@ impl IdStandIns {
                 }
             }
         }
-        for m in DIGIT_GROUPS
+        for m in parameter::DIGIT_GROUPS
             .find_iter(message)
             .chain(DIGIT_RUN.find_iter(message))
         {
