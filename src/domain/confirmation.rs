@@ -350,7 +350,6 @@ const LEXICON: &[(&str, Kind)] = &[
     ("plz", Filler),
     ("thanks", Filler),
     ("thank you", Filler),
-    ("thanks a lot", Filler),
     ("thank you very much", Filler),
     ("thx", Filler),
     ("sorry", Filler),
