@@ -603,6 +603,9 @@ const LEXICON: &[(&str, Kind)] = &[
     ("essa mesma", TRUE),
     ("este mesmo", TRUE),
     ("esta mesma", TRUE),
+    // `aí` pointing again (`esse aí mesmo`: that one there, that very one).
+    ("esse ai mesmo", TRUE),
+    ("essa ai mesma", TRUE),
     // `isso é`, `isso está`: the pronoun before a judgement (`isso está errado`).
     ("isso e", Filler),
     ("isso esta", Filler),
@@ -2409,6 +2412,7 @@ mod tests {
             "SIM né",
             "Pode sim, meu filho.",
             "esse mesmo",
+            "essa aí mesma",
             "yes dear",
             "Very well, I confirm.",
             "that's the one",
@@ -2564,6 +2568,8 @@ mod tests {
             "yes that's right, go ahead and cancel it, thank you so much for the help",
             "sim, pode cancelar, muito obrigada mesmo",
             "ok, sim, pode cancelar, ele agradece",
+            // The offer pointed at, the verb, then an apology.
+            "isso, esse aí mesmo. pode cancelar, desculpa a confusão",
         ] {
             assert_eq!(read(text), Some(Confirmation::Affirm), "{text}");
         }
