@@ -115,20 +115,32 @@ const BEFORE_THAT: &[&str] = &[
     "primeiro",
 ];
 
+/// Question words that open a question typed without its mark (`antes disso onde ta o pedido`).
+const ASKING: &[&str] = &[
+    "where", "wheres", "when", "what", "whats", "how", "onde", "cade", "quando", "qual", "como",
+];
+
 /// Whether `text` is a question put before what is pending (`hold on, before that - where's
 /// PED-85230 right now?`, `aliás, antes, onde tá o PED-90377?`): a value in it belongs to the
 /// question, not to the pending step (PR-3 before PR-1). One of [`BEFORE_THAT`] among the first
-/// six words, and a question mark.
+/// six words, and a question mark — or, as customers type questions without one, a question
+/// word right after it (`pera antes disso onde ta o pedido ped390812`).
 pub fn asks_before_that(text: &str) -> bool {
-    if !text.contains(['?', '¿']) {
-        return false;
-    }
     let Some(clauses) = confirmation::clauses(text) else {
         return false;
     };
+    let asked = text.contains(['?', '¿']);
     let words: Vec<String> = clauses.concat();
     let head = &words[..words.len().min(6)];
-    (0..head.len()).any(|at| longest(&head[at..], BEFORE_THAT).is_some())
+    (0..head.len()).any(|at| match longest(&head[at..], BEFORE_THAT) {
+        Some(len) => {
+            asked
+                || words
+                    .get(at + len)
+                    .is_some_and(|w| ASKING.contains(&w.as_str()))
+        }
+        None => false,
+    })
 }
 
 /// Whether `text` asks the bot to wait (see the module's note).
@@ -193,11 +205,16 @@ mod tests {
             "hold on, before that - where's PED-85230 right now?",
             "aliás, antes, onde tá o PED-90377?",
             "first, is PED-1234 already shipped?",
+            // A question word right after, no question mark.
+            "pera antes disso onde ta o pedido ped390812",
+            "wait, before that, where is PED-85230 now",
         ] {
             assert!(asks_before_that(text), "{text}");
         }
         for text in [
             "before that, it was PED-85230",
+            "antes disso o pedido é o ped390812",
+            "first the order, PED-1234, where do I put it",
             "it's PED-1234, can you check it first?",
             "where is it?",
         ] {
