@@ -1812,6 +1812,16 @@ pub(crate) fn clauses(text: &str) -> Option<Vec<Vec<String>>> {
         } else {
             match emoji_word(c)? {
                 "" => {}
+                // A face between words closes what came before, as a full stop would (`it was
+                // my son who subscribed 🙈 nah forget it`).
+                FACE => {
+                    if !word.is_empty() {
+                        clause.push(std::mem::take(&mut word));
+                    }
+                    if !clause.is_empty() {
+                        clauses.push(std::mem::take(&mut clause));
+                    }
+                }
                 said => {
                     if !word.is_empty() {
                         clause.push(std::mem::take(&mut word));
@@ -1830,10 +1840,14 @@ pub(crate) fn clauses(text: &str) -> Option<Vec<Vec<String>>> {
     Some(clauses)
 }
 
+/// What [`emoji_word`] gives for a face, a heart or joined hands: no word, the end of a clause.
+const FACE: &str = ".";
+
 /// An emoji as the word it says in an answer: a thumbs-up or a check mark is `ok`, a
 /// thumbs-down or a cross `no`, a shrug or a thinking face `maybe`; faces, hearts and joined
-/// hands say nothing (`""`), nor do the modifiers that join or tint emoji. `None`: a symbol
-/// whose meaning in an answer is unclear, which leaves the message undecided.
+/// hands say nothing but close a clause ([`FACE`]), the modifiers that join or tint emoji
+/// nothing at all (`""`). `None`: a symbol whose meaning in an answer is unclear, which leaves
+/// the message undecided.
 fn emoji_word(c: char) -> Option<&'static str> {
     match c {
         '👍' | '👌' | '✅' | '✔' | '☑' | '🆗' | '🙆' | '🤝' => Some("ok"),
@@ -1845,7 +1859,7 @@ fn emoji_word(c: char) -> Option<&'static str> {
             Some("")
         }
         // Faces and gestures (🙂 😅 🙏), hearts, sparkles.
-        '\u{1f600}'..='\u{1f64f}' | '❤' | '\u{1f493}'..='\u{1f49f}' | '🧡' | '✨' => Some(""),
+        '\u{1f600}'..='\u{1f64f}' | '❤' | '\u{1f493}'..='\u{1f49f}' | '🧡' | '✨' => Some(FACE),
         _ => None,
     }
 }

@@ -154,6 +154,8 @@ mod tests {
         // PR-2: the reason first, then the withdrawal.
         for text in [
             "ugh I don't have the new zip on me. never mind",
+            // A face closes the reason as a full stop would.
+            "ok found it, it was my son who subscribed 🙈 nah forget it",
             "não achei o número da casa, deixa pra lá",
             "I'll wait, never mind",
             "my wife already did it. forget it",
