@@ -1859,7 +1859,9 @@ fn emoji_word(c: char) -> Option<&'static str> {
             Some("")
         }
         // Faces and gestures (🙂 😅 🙏), hearts, sparkles.
-        '\u{1f600}'..='\u{1f64f}' | '❤' | '\u{1f493}'..='\u{1f49f}' | '🧡' | '✨' => Some(FACE),
+        '\u{1f600}'..='\u{1f64f}' | '❤' | '\u{1f493}'..='\u{1f49f}' | '🧡' | '✨' => {
+            Some(FACE)
+        }
         _ => None,
     }
 }
