@@ -11,6 +11,7 @@
 //! after it (`wait, don't cancel`, `one sec, my wife says no`) is another reading's.
 
 use crate::domain::confirmation;
+use crate::domain::parameter::QUESTION_WORDS;
 
 /// Wait phrases, folded, words separated by one space.
 const WAITS: &[&str] = &[
@@ -115,11 +116,6 @@ const BEFORE_THAT: &[&str] = &[
     "primeiro",
 ];
 
-/// Question words that open a question typed without its mark (`antes disso onde ta o pedido`).
-const ASKING: &[&str] = &[
-    "where", "wheres", "when", "what", "whats", "how", "onde", "cade", "quando", "qual", "como",
-];
-
 /// Whether `text` is a question put before what is pending (`hold on, before that - where's
 /// PED-85230 right now?`, `aliás, antes, onde tá o PED-90377?`): a value in it belongs to the
 /// question, not to the pending step (PR-3 before PR-1). One of [`BEFORE_THAT`] among the first
@@ -137,7 +133,7 @@ pub fn asks_before_that(text: &str) -> bool {
             asked
                 || words
                     .get(at + len)
-                    .is_some_and(|w| ASKING.contains(&w.as_str()))
+                    .is_some_and(|w| QUESTION_WORDS.contains(&w.as_str()))
         }
         None => false,
     })

@@ -228,6 +228,13 @@ pub const CORRECTION_MARKERS: &[&str] = &[
     "not",
 ];
 
+/// Question words that say on their own that a message asks (folded): a question typed
+/// without its mark (`antes disso onde ta o pedido`), what is asked about an id (`where is my
+/// order ped 11427`). `wheres` / `whats`: typed without the apostrophe.
+pub const QUESTION_WORDS: &[&str] = &[
+    "where", "wheres", "when", "what", "whats", "how", "onde", "cade", "quando", "qual", "como",
+];
+
 /// Words that frame a request without saying what it is (folded): `quero contestar`, `I want to
 /// track`, `can you help me cancel`. The engine's MG-5 reading and the embeddings router both
 /// set them aside to see what a message says beyond asking.

@@ -109,7 +109,7 @@ pub use self::extraction::{
 pub(crate) use self::filler::is_laughter;
 pub use self::filler::{
     CORRECTION_MARKERS, FILLER_ARTICLES, FILLER_CONJUNCTIONS, FILLER_DISCOURSE, FILLER_PHRASES,
-    FILLER_POLITENESS, FILLER_PRONOUNS, FILLER_TO_BE, REQUEST_FRAME,
+    FILLER_POLITENESS, FILLER_PRONOUNS, FILLER_TO_BE, QUESTION_WORDS, REQUEST_FRAME,
 };
 pub use self::id::{IdPattern, DIGIT_GROUPS};
 pub use self::reference::{points_back, POINTING_WORDS};

@@ -12,11 +12,6 @@ static DIGIT_RUN: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|
     regex::Regex::new(r"\b[0-9]+\b").expect("static regex is valid")
 });
 
-/// Folded question words that say what is asked about an id on their own.
-const ASKING: &[&str] = &[
-    "where", "when", "what", "how", "onde", "cade", "quando", "qual", "como",
-];
-
 /// What an assistant's ids are read as when embedded (see [`IdStandIns::apply`]), worked out
 /// once at start-up: each id pattern with its parameter's configured example, and the words
 /// that name those parameters.
@@ -139,7 +134,9 @@ impl IdStandIns {
             .collect();
         // A question word says what is asked about the id (`where is my order ped 11427`:
         // tracking 0.70 with its own digits, 0.92 with the example's).
-        let asks = besides.iter().any(|w| ASKING.contains(&w.as_str()));
+        let asks = besides
+            .iter()
+            .any(|w| parameter::QUESTION_WORDS.contains(&w.as_str()));
         let says_more = besides.len() >= if plain || asks { 1 } else { 2 };
         if spans.is_empty() || !says_more {
             return message.to_owned();
