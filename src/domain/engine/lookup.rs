@@ -30,6 +30,37 @@ const AGAIN: &[&str] = &[
     "repete",
 ];
 
+/// Words around a question on a result that ask about nothing in it: acknowledgements before it
+/// (`cool and when is it due again?`, `ok got it, …`) and emphasis or a tag in it (`when
+/// exactly`, `what does processing mean?`, `ships tomorrow right?`), folded.
+const ASIDE: &[&str] = &[
+    "ok",
+    "okay",
+    "cool",
+    "got",
+    "great",
+    "nice",
+    "alright",
+    "thanks",
+    "exactly",
+    "mean",
+    "means",
+    "right",
+    "beleza",
+    "blz",
+    "certo",
+    "legal",
+    "show",
+    "valeu",
+    "exatamente",
+    "significa",
+    "quer",
+    "dizer",
+    "neh",
+    "ne",
+    "entao",
+];
+
 /// The router's confidence from which a question it routes to the look-up just shown is taken
 /// as one about that result (below the route threshold: restating runs nothing).
 const LEANING: f64 = 0.6;
@@ -67,18 +98,21 @@ impl Run<'_> {
     /// from it, as [`Self::last_result_again`] answers one the router names confidently, when
     /// the router leaned to that look-up ([`LEANING`] or more) and it asks for something again
     /// (`what was the total again?`, [`AGAIN`]), or
-    /// every word the question asks about is a word of the result as it was shown (the
-    /// result's words may be the tool's verbs: `tracking code`). It gives no value. Restating a
-    /// result shown before runs nothing, so a lower bar than a route's is safe.
+    /// every word the question asks about (beside [`ASIDE`] words) is a word of what the result
+    /// can say ([`Self::last_result_vocabulary`]; they may be the tool's verbs: `tracking
+    /// code`). It gives no value. Restating a result shown before runs nothing, so a lower bar
+    /// than a route's is safe.
     pub(super) fn question_on_last_result(
         &mut self,
         text: &str,
         leaning: Option<(&str, f64)>,
     ) -> Option<String> {
         let (question, rest) = text.split_once('?').unwrap_or((text, ""));
+        // An acknowledgement may stand first (`ok got it, and when will it arrive`).
         let opens_a_question = |part: &str| {
             parameter::content_words(part, &[])
-                .first()
+                .iter()
+                .find(|w| !ASIDE.contains(&w.as_str()))
                 .is_some_and(|w| QUESTION_OPENERS.contains(&w.as_str()))
         };
         // One question: a second one after it (`so due jan 10? can i get an extension`) asks
@@ -97,17 +131,49 @@ impl Run<'_> {
             tool == last.tool && (LEANING..=1.0).contains(&confidence)
         }) && words.iter().any(|w| AGAIN.contains(&w.as_str()));
         let shown = self.shown_last_result()?;
-        let shown_words = parameter::content_words(&shown, &[]);
+        let vocabulary = self.last_result_vocabulary(&shown);
         let asked: Vec<&String> = words
             .iter()
             .filter(|w| w.chars().count() > 2)
-            .filter(|w| !QUESTION_OPENERS.contains(&w.as_str()) && !AGAIN.contains(&w.as_str()))
+            .filter(|w| {
+                ![QUESTION_OPENERS, AGAIN, ASIDE]
+                    .iter()
+                    .any(|list| list.contains(&w.as_str()))
+            })
             .collect();
         let about_it = !asked.is_empty()
             && asked
                 .iter()
-                .all(|w| shown_words.iter().any(|s| same_stem(s, w)));
+                .all(|w| vocabulary.iter().any(|s| same_stem(s, w)));
         (leans || about_it).then(|| self.restated(shown))
+    }
+
+    /// The words a question on the last look-up's result may ask about: those of the result as
+    /// shown, of the tool's result template in the turn's locale (what any result of it can say:
+    /// `when does it arrive?` of an order not shipped yet), of its fields' labels, and of the
+    /// response itself (`what does processing mean?`, `correios?`).
+    fn last_result_vocabulary(&self, shown: &str) -> Vec<String> {
+        let mut texts = vec![shown.to_owned()];
+        if let Some((last, tool)) = self.last_lookup() {
+            let locale = self.turn.locale;
+            texts.extend(tool.wording.result.get(&locale).cloned());
+            texts.extend(
+                tool.wording
+                    .result_fields
+                    .values()
+                    .filter_map(|f| f.label.get(&locale).cloned()),
+            );
+            texts.extend(
+                last.evidence
+                    .iter()
+                    .filter(|e| e.outcome == AttemptOutcome::Ok)
+                    .map(|e| e.summary.clone()),
+            );
+        }
+        texts
+            .iter()
+            .flat_map(|t| parameter::content_words(t, &[]))
+            .collect()
     }
 
     /// Whether `text` gives a value the last look-up's tool reads (`and PED-1002?`): then it
