@@ -268,8 +268,14 @@ impl Run<'_> {
     /// the look-up that just completed (`and ped 54870 too 🙏`, `e o PED-320114?`): its values
     /// and filler, with words that ask for the same again ([`ADDITIVE`]) or correct the value
     /// (`parameter::CORRECTION_MARKERS`), and at least one value
-    /// that differs from the last one's. Returns the look-up's agent and tool, to run again.
-    pub(super) fn another_value_for_last_lookup(&self, text: &str) -> Option<(String, String)> {
+    /// that differs from the last one's; or a new value beside any words when the router leaned
+    /// to that same look-up ([`LEANING`] or more: `and my dad's one, PED-76012`), as a look-up
+    /// runs nothing a customer must confirm. Returns the look-up's agent and tool, to run again.
+    pub(super) fn another_value_for_last_lookup(
+        &self,
+        text: &str,
+        leaning: Option<(&str, f64)>,
+    ) -> Option<(String, String)> {
         let (last, tool) = self.last_lookup()?;
         let reading = tool.read_clear_values(text, self.turn.locale, Default::default());
         let new = reading
@@ -285,6 +291,9 @@ impl Run<'_> {
         let only_values = parameter::content_words(text, &spans).iter().all(|w| {
             ADDITIVE.contains(&w.as_str()) || parameter::CORRECTION_MARKERS.contains(&w.as_str())
         });
-        only_values.then(|| (last.agent.clone(), last.tool.clone()))
+        let leans = leaning.is_some_and(|(tool, confidence)| {
+            tool == last.tool && (LEANING..=1.0).contains(&confidence)
+        });
+        (only_values || leans).then(|| (last.agent.clone(), last.tool.clone()))
     }
 }

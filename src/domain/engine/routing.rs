@@ -225,7 +225,7 @@ impl Run<'_> {
                 self.reply(reply);
                 return Ok(());
             }
-            if let Some((agent, tool)) = self.another_value_for_last_lookup(text) {
+            if let Some((agent, tool)) = self.another_value_for_last_lookup(text, leaning) {
                 return Box::pin(self.route_fresh(text, agent, Some(tool), BTreeMap::new())).await;
             }
         }
