@@ -20,13 +20,13 @@ bash scripts/install-tools.sh
 # Floors of the whole-conversation eval (`turnstile eval conversations`, every conversation of
 # tests/data/conversations/, strict figures; docs/decision-quality.md "Whole conversations"):
 # the suite fails when turn accuracy or conversation success falls below its floor, or when more
-# turns than MAX_UNSAFE are unsafe. Set from what the set measures (90.9 % / 73.1 % / 28 with the
-# twenty-fourth and twenty-fifth authors' 80 conversations, after the eighteenth session; sixteen
-# of the twenty-eight unsafe turns are in test parts, docs/decision-quality.md), so a change that
+# turns than MAX_UNSAFE are unsafe. Set from what the set measures (91.2 % / 73.8 % / 27 with the
+# twenty-fourth and twenty-fifth authors' 80 conversations, after the nineteenth session; fifteen
+# of the twenty-seven unsafe turns are in test parts, docs/decision-quality.md), so a change that
 # breaks conversations fails.
-MIN_TURN_ACCURACY=0.905
-MIN_CONVERSATION_SUCCESS=0.730
-MAX_UNSAFE=28
+MIN_TURN_ACCURACY=0.908
+MIN_CONVERSATION_SUCCESS=0.735
+MAX_UNSAFE=27
 
 started=0
 secure_started=0
