@@ -1858,12 +1858,23 @@ fn emoji_word(c: char) -> Option<&'static str> {
         '\u{1f3fb}'..='\u{1f3ff}' | '\u{fe0e}' | '\u{fe0f}' | '\u{200d}' | '♀' | '♂' => {
             Some("")
         }
-        // Faces and gestures (🙂 😅 🙏), hearts, sparkles.
-        '\u{1f600}'..='\u{1f64f}' | '❤' | '\u{1f493}'..='\u{1f49f}' | '🧡' | '✨' => {
-            Some(FACE)
-        }
+        c if is_face(c) => Some(FACE),
         _ => None,
     }
+}
+
+/// Faces and gestures (🙂 😅 🙏 🥲), hearts and sparkles: a mood, no word — in an answer they
+/// close a clause ([`FACE`]), and what a sentence model reads of a message leaves them out.
+/// Checked after the emoji that say something (🤔 is `maybe` in an answer).
+pub fn is_face(c: char) -> bool {
+    matches!(c,
+        '\u{1f600}'..='\u{1f64f}'
+        | '\u{1f910}'..='\u{1f92f}'
+        | '\u{1f970}'..='\u{1f97a}'
+        | '❤'
+        | '\u{1f493}'..='\u{1f49f}'
+        | '🧡'
+        | '✨')
 }
 
 fn is_punctuation(c: char) -> bool {
