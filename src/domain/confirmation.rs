@@ -119,6 +119,8 @@ const LEXICON: &[(&str, Kind)] = &[
     ("yeap", YES),
     ("yep", YES),
     ("yup", YES),
+    ("ye", YES),
+    ("yeh", YES),
     ("yah", YES),
     ("ya", YES),
     ("aye", YES),
