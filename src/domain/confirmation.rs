@@ -347,6 +347,9 @@ const LEXICON: &[(&str, Kind)] = &[
     ("the address change", Filler),
     ("the request", Filler),
     ("the operation", Filler),
+    // A modal before the action's verb grants it, as `pode` does (`yes can cancel`, `you can
+    // change it`); `can't` and `cannot` are negators, and `can you …?` a question.
+    ("can", Filler),
     ("please", Filler),
     ("pls", Filler),
     ("plz", Filler),
@@ -1162,10 +1165,40 @@ const FAREWELL_PHRASES: &[&[&str]] = &[
     &["that'll", "be", "all"],
     // Typed without the apostrophe (`ok thank you thats all`).
     &["thats", "all"],
+    // Without its subject, as Brazilians write English (`ok thank you very much, is all`).
+    &["is", "all"],
     &["nothing", "else"],
     &["mais", "nada"],
     &["nada", "mais"],
 ];
+
+/// Valedictions, as a letter closes (folded): they stand beside a farewell (`Era só isso. Um
+/// abraço`) but take no leave themselves — a letter closes with one after its request too
+/// (`… cancel order PED-11623. Kind regards.`).
+const VALEDICTIONS: &[&[&str]] = &[
+    &["regards"],
+    &["kind", "regards"],
+    &["best", "regards"],
+    &["warm", "regards"],
+    &["sincerely"],
+    &["abraco"],
+    &["abracos"],
+    &["um", "abraco"],
+    &["abs"],
+    &["atenciosamente"],
+    &["cordialmente"],
+];
+
+/// Whether `clause` is only a valediction (`Kind regards`, `Um abraço`, `Atenciosamente`).
+pub fn is_valediction(clause: &str) -> bool {
+    let Some(words) = clauses(clause) else {
+        return false;
+    };
+    let words: Vec<String> = words.into_iter().flatten().collect();
+    VALEDICTIONS
+        .iter()
+        .any(|p| p.len() == words.len() && p.iter().zip(&words).all(|(p, w)| p == w))
+}
 
 /// Closings that take leave only once nothing is in flight: with a question pending they may
 /// answer it (`era isso` = that is what I meant; `that's it` = that is right).
@@ -1227,6 +1260,10 @@ const BESIDE_A_FAREWELL: &[&str] = &[
     "everyone",
     "all",
     "for",
+    // Thanks for everything (`obrigada por tudo e boa noite`).
+    "everything",
+    "por",
+    "tudo",
     "much",
     "many",
     "very",
@@ -1377,12 +1414,19 @@ fn takes_leave(clause: &str, closings: bool) -> bool {
             // no one greets after thanking.
             .or_else(|| thanked.then(|| time_of_day_at(rest)).flatten());
         let word = rest[0].as_str();
+        let valediction = VALEDICTIONS
+            .iter()
+            .filter(|p| rest.len() >= p.len() && rest.iter().zip(p.iter()).all(|(w, p)| w == p))
+            .map(|p| p.len())
+            .max();
         if let Some(len) = phrase {
             farewell = true;
             at += len;
         } else if FAREWELLS.contains(&word) || FAREWELLS.contains(&squeezed(word).as_str()) {
             farewell = true;
             at += 1;
+        } else if let Some(len) = valediction {
+            at += len;
         } else if BESIDE_A_FAREWELL.contains(&word)
             || THANKS.contains(&word)
             || BESIDE_THANKS.contains(&word)
@@ -2105,6 +2149,12 @@ mod tests {
             "alright no problem thank you so much have a good one",
             "sem problema, valeu, tchau",
             "ok thank you thats all",
+            // Valedictions beside a farewell; `is all` as Brazilians write English.
+            "Thanks, that is all. Kind regards",
+            "Era só isso mesmo. Um abraço",
+            "valeu, tchau, abs",
+            "Obrigada por tudo e boa noite",
+            "ok thank you very much, is all",
         ] {
             assert!(says_goodbye(text), "{text}");
         }
@@ -2113,6 +2163,9 @@ mod tests {
             "boa noite",
             // Greeting first: the wish opens (`boa tarde, obrigada por atender`).
             "boa tarde, obrigada",
+            // A valediction alone takes no leave: letters close with one after a request.
+            "Kind regards",
+            "Atenciosamente",
             "have a look",
             "era isso mesmo que eu queria cancelar",
             "that's all wrong",
@@ -2744,6 +2797,11 @@ mod tests {
         assert_eq!(with("don't change it"), Some(Confirmation::Deny));
         assert_eq!(with("change it"), None);
         assert_eq!(with("no, change it"), None);
+        // A modal grants the verb, as `pode` does; negated it refuses.
+        assert_eq!(with("yes can change"), Some(Confirmation::Affirm));
+        assert_eq!(with("yes, you can cancel it"), Some(Confirmation::Affirm));
+        assert_eq!(with("you can't change it"), Some(Confirmation::Deny));
+        assert_eq!(with("can change"), None, "no affirmation, no answer");
         assert_eq!(
             recognise("sure, change it"),
             None,

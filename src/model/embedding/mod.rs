@@ -22,6 +22,7 @@ mod ids;
 mod normalise;
 mod reading;
 mod segments;
+mod signature;
 mod typos;
 
 use std::collections::BTreeMap;
@@ -119,6 +120,10 @@ impl EmbeddingModel {
     /// What the model reads of `message`: laughter and shouting normalised, ids read as their
     /// parameter's example, typos mended against the assistant's words.
     fn as_embedded(&self, assistant: &str, message: &str) -> String {
+        let message = match self.readings.get(assistant) {
+            Some((vocabulary, _)) => signature::without_signature(message, |w| vocabulary.knows(w)),
+            None => message,
+        };
         // Numbers in words as digits, so a dictated id stands in like a typed one.
         let digits = parameter::spelled::as_digits(message);
         let normalised = normalise::for_embedding(&digits);

@@ -44,6 +44,11 @@ impl Vocabulary {
         Vocabulary { words }
     }
 
+    /// Whether `word` is one of the assistant's words (folded).
+    pub(super) fn knows(&self, word: &str) -> bool {
+        self.words.contains_key(&fold(word))
+    }
+
     /// `text` with each unknown word a single slip away from exactly one known word replaced
     /// by it; the text itself when nothing is mended.
     pub(super) fn mend<'t>(&self, text: &'t str) -> Mended<'t> {
