@@ -230,6 +230,9 @@ fn a_plain_value_with_only_filler_around_fills() {
         ("é o 45, obrigado", Locale::PtBr),
         ("sim, é 45", Locale::PtBr),
         ("na verdade é 45", Locale::PtBr),
+        // Hedged: still the answer.
+        ("I think it's 45", Locale::En),
+        ("acho que é 45", Locale::PtBr),
     ] {
         let got = clear(&d, &["house_number"], text, locale);
         assert_eq!(got.value("house_number"), Some(&json!(45)), "{text}");
@@ -595,6 +598,13 @@ fn a_near_miss_with_only_filler_or_its_label_around_is_reported() {
         (
             "PED-12",
             Locale::En,
+            "order_id",
+            "PED-12",
+            InvalidReason::Format,
+        ),
+        (
+            "acho que é PED-12",
+            Locale::PtBr,
             "order_id",
             "PED-12",
             InvalidReason::Format,

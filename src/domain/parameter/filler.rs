@@ -143,6 +143,13 @@ pub const FILLER_DISCOURSE: &[&str] = &[
     "found",
     "achei",
     "encontrei",
+    // Hedges: an answer the customer is unsure of is still the answer (`I think it's 45`,
+    // `acho que é PED-12`: checked, and explained when invalid, not routed elsewhere).
+    "think",
+    "guess",
+    "believe",
+    "acho",
+    "creio",
 ];
 
 /// MG-6: words of correction forms, filler only when a message is read as a possible
@@ -267,6 +274,8 @@ pub const FILLER_PHRASES: &[&[&str]] = &[
     &["por", "gentileza"],
     &["na", "verdade"],
     &["after", "all"],
+    &["acho", "que"],
+    &["creio", "que"],
 ];
 
 /// The longest filler phrase.
