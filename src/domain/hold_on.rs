@@ -139,6 +139,39 @@ pub fn asks_before_that(text: &str) -> bool {
     })
 }
 
+/// Phrases that put a request first in so many words (folded): [`BEFORE_THAT`] without `antes`
+/// alone, which also opens questions about what is pending (`antes de confirmar: …`).
+const FIRST: &[&str] = &[
+    "before that",
+    "before this",
+    "before we do that",
+    "first",
+    "antes disso",
+    "antes de tudo",
+    "primeiro",
+];
+
+/// Whether `text` is a question the customer puts before what is pending in so many words
+/// (`hmm wait, before that, how much is my bill?`, `actually wait, first tell me where it is`,
+/// `where is my order PED-17950 first?`): one of [`FIRST`] among its first six words or as its
+/// last, and a question mark or a question word after the phrase.
+pub fn puts_question_first(text: &str) -> bool {
+    let Some(clauses) = confirmation::clauses(text) else {
+        return false;
+    };
+    let asked = text.contains(['?', '¿']);
+    let words: Vec<String> = clauses.concat();
+    let last = words.last().is_some_and(|w| FIRST.contains(&w.as_str()));
+    let opening = (0..words.len().min(6)).find_map(|at| Some((at, longest(&words[at..], FIRST)?)));
+    (asked && last)
+        || opening.is_some_and(|(at, len)| {
+            asked
+                || words[at + len..]
+                    .iter()
+                    .any(|w| QUESTION_WORDS.contains(&w.as_str()))
+        })
+}
+
 /// Whether `text` asks the bot to wait (see the module's note).
 pub fn holds_on(text: &str) -> bool {
     if text.contains(['?', '¿']) || text.chars().any(|c| c.is_ascii_digit()) {
@@ -193,7 +226,30 @@ pub(crate) fn longest(words: &[String], phrases: &[&str]) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::{asks_before_that, holds_on};
+    use super::{asks_before_that, holds_on, puts_question_first};
+
+    #[test]
+    fn a_question_put_first_in_so_many_words() {
+        for text in [
+            "hmm wait, before that, how much is my bill?",
+            "actually wait, first tell me where it is, has it shipped?",
+            "actually wait, where is my order PED-17950 first?",
+            "pera, antes disso quanto tá minha fatura",
+            "primeiro me diz onde tá o pedido",
+        ] {
+            assert!(puts_question_first(text), "{text}");
+        }
+        for text in [
+            // `antes` alone opens questions about what is pending.
+            "Antes de confirmar: a alteração implica algum custo adicional de frete?",
+            "before I confirm, will I get a refund?",
+            "first of all, thanks",
+            "where is my order?",
+            "I want to track it first",
+        ] {
+            assert!(!puts_question_first(text), "{text}");
+        }
+    }
 
     #[test]
     fn a_question_put_before_what_is_pending() {

@@ -65,7 +65,36 @@ const ASIDE: &[&str] = &[
 /// as one about that result (below the route threshold: restating runs nothing).
 const LEANING: f64 = 0.6;
 
+/// Words a question points back with at what the transaction in flight holds (folded): `where
+/// is it`, `onde ele tá`.
+const POINTING_AT_HELD: &[&str] = &[
+    "it", "this", "that", "ele", "ela", "isso", "esse", "essa", "dele", "dela",
+];
+
 impl Run<'_> {
+    /// PR-3 for a look-up the customer puts first (`actually wait, first tell me where it is`,
+    /// `hold_on::puts_question_first`): a question that points back at what the interrupted
+    /// transaction holds and gives no value of its own is asked about those values — the
+    /// look-up runs with them instead of asking again for what the customer already gave.
+    pub(super) fn with_held_values(
+        &self,
+        lookup: &Tool,
+        text: &str,
+        mut arguments: std::collections::BTreeMap<String, serde_json::Value>,
+    ) -> std::collections::BTreeMap<String, serde_json::Value> {
+        let words = parameter::folded_words(text);
+        let points_back = words.iter().any(|w| POINTING_AT_HELD.contains(&w.as_str()));
+        let Some(tx) = self.active().filter(|_| points_back && arguments.is_empty()) else {
+            return arguments;
+        };
+        for p in &lookup.parameters {
+            if let Some(v) = tx.arguments.get(&p.name) {
+                arguments.insert(p.name.clone(), v.clone());
+            }
+        }
+        arguments
+    }
+
     /// The last transaction when it is a look-up (a tool with no confirmation) that completed,
     /// with its tool.
     fn last_lookup(&self) -> Option<(&Transaction, &Tool)> {

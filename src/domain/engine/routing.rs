@@ -298,9 +298,17 @@ impl Run<'_> {
                 .apply_values(BTreeMap::from([(name, value)]), Vec::new())
                 .await;
         }
-        if !self.asks_for(&tool, text) {
-            return Box::pin(self.keep_after_router(text, BTreeMap::new(), false)).await;
-        }
+        // A look-up put first in so many words is asked for, whatever it points back at.
+        let lookup_first = self.assistant.tools.get(&tool).filter(|t| {
+            !t.confirmation && crate::domain::hold_on::puts_question_first(text)
+        });
+        let arguments = match lookup_first {
+            Some(lookup) => self.with_held_values(lookup, text, arguments),
+            None if !self.asks_for(&tool, text) => {
+                return Box::pin(self.keep_after_router(text, BTreeMap::new(), false)).await;
+            }
+            None => arguments,
+        };
         if !self.assistant.offers(&self.turn.identity.tenant_id, &tool) {
             self.say_not_offered(&tool);
             self.ask_pending();

@@ -47,7 +47,9 @@ impl Run<'_> {
             false => self.correction_beside_asides(text).unwrap_or(reading),
         };
         if !reading.whole
-            && (self.asks_another_tool(text) || crate::domain::hold_on::asks_before_that(text))
+            && (self.asks_another_tool(text)
+                || crate::domain::hold_on::asks_before_that(text)
+                || crate::domain::hold_on::puts_question_first(text))
         {
             return Ok(false);
         }
