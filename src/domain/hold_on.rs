@@ -234,7 +234,7 @@ mod tests {
             "hmm wait, before that, how much is my bill?",
             "actually wait, first tell me where it is, has it shipped?",
             "actually wait, where is my order PED-17950 first?",
-            "pera, antes disso quanto tá minha fatura",
+            "pera, antes disso quanto tá minha fatura?",
             "primeiro me diz onde tá o pedido",
         ] {
             assert!(puts_question_first(text), "{text}");

@@ -158,15 +158,18 @@ impl Run<'_> {
     }
 
     /// PR-6: a refusing first clause declines. When what follows it gives a value (`don't
-    /// cancel it, just track PED-2719 for me`, `não, cancela o PED-2874 de uma vez`) it may be
+    /// cancel it, just track PED-2719 for me`, `não, cancela o PED-2874 de uma vez`) or opens
+    /// with another tool's action verb (`não, pera, esquece. mostra minha fatura aí`) it may be
     /// a new request: the message goes to the router, as a withdrawal's does (PR-2), which must
     /// not reopen the declined tool. Anything else after it is the refusal's reason (`melhor
     /// não, vou esperar pra ver se chega`).
     async fn refused(&mut self, text: &str, rest: Option<&str>) -> Flowing<()> {
         let tool = self.active().map(|t| t.tool.clone());
-        let gives_a_value = rest.is_some_and(|rest| self.gives_a_value(rest));
+        let asks_anew = rest.is_some_and(|rest| {
+            self.gives_a_value(rest) || self.opens_with_another_tools_verb(rest)
+        });
         match tool {
-            Some(tool) if gives_a_value => {
+            Some(tool) if asks_anew => {
                 // The request that follows is answered in the same reply: the decline says what
                 // was not done, without asking what else it can do (RP-1).
                 self.declined_quietly()?;

@@ -372,6 +372,25 @@ impl Run<'_> {
         })
     }
 
+    /// Whether a clause of `text` opens, filler aside, with an action verb of a tool other than
+    /// the one in flight (`mostra minha fatura aí`, `just show me my bill instead` after a
+    /// refusal): a request for that tool. A verb later in a clause is no request (`vou esperar
+    /// pra ver se chega` gives a reason).
+    pub(super) fn opens_with_another_tools_verb(&self, text: &str) -> bool {
+        let active = self.active().map(|tx| tx.tool.as_str());
+        let openings: Vec<Vec<String>> = parameter::parts(text, &['.', ',', '!', ';', '?'])
+            .into_iter()
+            .map(|clause| parameter::content_words(clause, &[]))
+            .collect();
+        self.assistant
+            .tools
+            .values()
+            .filter(|t| Some(t.name.as_str()) != active)
+            .flat_map(|t| t.action_verbs.values().flatten())
+            .map(|verb| parameter::folded_words(verb))
+            .any(|verb| !verb.is_empty() && openings.iter().any(|c| c.starts_with(&verb)))
+    }
+
     /// MG-1..MG-6: merges the valid values and explains the first invalid one. A change moves
     /// the transaction on from where it stands — re-running pre-validation and asking for
     /// confirmation of the arguments as they now are, in the same reply, even when part of the
