@@ -20,13 +20,13 @@ bash scripts/install-tools.sh
 # Floors of the whole-conversation eval (`turnstile eval conversations`, every conversation of
 # tests/data/conversations/, strict figures; docs/decision-quality.md "Whole conversations"):
 # the suite fails when turn accuracy or conversation success falls below its floor, or when more
-# turns than MAX_UNSAFE are unsafe. Set from what the set measures (90.5 % / 72.5 % / 36 with the
-# twenty-eighth and twenty-ninth authors' 80 conversations, before any tuning on them;
-# eighteen of the thirty-six unsafe turns are in test parts, docs/decision-quality.md), so a change that
+# turns than MAX_UNSAFE are unsafe. Set from what the set measures (90.8 % / 73.0 % / 35 with the
+# twenty-eighth and twenty-ninth authors' 80 conversations, after the twentieth session;
+# eighteen of the thirty-five unsafe turns are in test parts, docs/decision-quality.md), so a change that
 # breaks conversations fails.
-MIN_TURN_ACCURACY=0.900
-MIN_CONVERSATION_SUCCESS=0.720
-MAX_UNSAFE=36
+MIN_TURN_ACCURACY=0.905
+MIN_CONVERSATION_SUCCESS=0.725
+MAX_UNSAFE=35
 
 started=0
 secure_started=0

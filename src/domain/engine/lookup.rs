@@ -84,7 +84,10 @@ impl Run<'_> {
     ) -> std::collections::BTreeMap<String, serde_json::Value> {
         let words = parameter::folded_words(text);
         let points_back = words.iter().any(|w| POINTING_AT_HELD.contains(&w.as_str()));
-        let Some(tx) = self.active().filter(|_| points_back && arguments.is_empty()) else {
+        let Some(tx) = self
+            .active()
+            .filter(|_| points_back && arguments.is_empty())
+        else {
             return arguments;
         };
         for p in &lookup.parameters {

@@ -302,9 +302,11 @@ impl Run<'_> {
                 .await;
         }
         // A look-up put first in so many words is asked for, whatever it points back at.
-        let lookup_first = self.assistant.tools.get(&tool).filter(|t| {
-            !t.confirmation && crate::domain::hold_on::puts_question_first(text)
-        });
+        let lookup_first = self
+            .assistant
+            .tools
+            .get(&tool)
+            .filter(|t| !t.confirmation && crate::domain::hold_on::puts_question_first(text));
         let arguments = match lookup_first {
             Some(lookup) => self.with_held_values(lookup, text, arguments),
             None if !self.asks_for(&tool, text) => {

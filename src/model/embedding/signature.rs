@@ -20,7 +20,7 @@ const MOST_WORDS: usize = 5;
 /// the assistant's examples: `Thanks`, `Tchau`, `Cancel`), no digits, no acronyms (`PED`,
 /// `CEP`). The message itself otherwise, and always when nothing would be left before the name.
 /// Then a valediction closing what is left goes too (`… Kind regards`).
-pub(super) fn without_signature<'m>(message: &'m str, known: impl Fn(&str) -> bool) -> &'m str {
+pub(super) fn without_signature(message: &str, known: impl Fn(&str) -> bool) -> &str {
     let unsigned = without_last_part(message, |tail| is_name(tail, &known));
     without_last_part(unsigned, confirmation::is_valediction)
 }
@@ -47,9 +47,9 @@ fn is_name(text: &str, known: &impl Fn(&str) -> bool) -> bool {
     words.len() <= MOST_WORDS
         && is_capitalised(first)
         && is_capitalised(last)
-        && words.iter().all(|w| {
-            (is_capitalised(w) && !known(&w.to_lowercase())) || JOINING.contains(w)
-        })
+        && words
+            .iter()
+            .all(|w| (is_capitalised(w) && !known(&w.to_lowercase())) || JOINING.contains(w))
 }
 
 /// A word written as a name is: a capital, then at least one lower-case letter, letters only
