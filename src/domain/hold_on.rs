@@ -104,43 +104,27 @@ const NOT_AT_HAND: &[&str] = &[
 /// Words that may open the message before the wait phrase (`ah tá, peraí`).
 const OPENERS: &[&str] = &["ah", "oh", "ok", "okay", "hmm", "hm", "ta", "then", "entao"];
 
-/// Phrases that put a question first, before what is pending (folded).
-const BEFORE_THAT: &[&str] = &[
-    "before that",
-    "before this",
-    "before we do that",
-    "first",
-    "antes",
-    "antes disso",
-    "antes de tudo",
-    "primeiro",
-];
+/// Besides [`FIRST`], `antes` alone puts a question before what is pending (`aliás, antes, onde
+/// tá o PED-90377?`), though it may ask about it (folded).
+const BEFORE_THAT: &[&str] = &["antes"];
 
 /// Whether `text` is a question put before what is pending (`hold on, before that - where's
 /// PED-85230 right now?`, `aliás, antes, onde tá o PED-90377?`): a value in it belongs to the
-/// question, not to the pending step (PR-3 before PR-1). One of [`BEFORE_THAT`] among the first
-/// six words, and a question mark — or, as customers type questions without one, a question
+/// question, not to the pending step (PR-3 before PR-1). One of [`FIRST`] or [`BEFORE_THAT`]
+/// among the first six words, and a question mark — or, as customers type questions without one, a question
 /// word right after it (`pera antes disso onde ta o pedido ped390812`).
 pub fn asks_before_that(text: &str) -> bool {
-    let Some(clauses) = confirmation::clauses(text) else {
+    let Some((words, asked)) = words_and_mark(text) else {
         return false;
     };
-    let asked = text.contains(['?', '¿']);
-    let words: Vec<String> = clauses.concat();
-    let head = &words[..words.len().min(6)];
-    (0..head.len()).any(|at| match longest(&head[at..], BEFORE_THAT) {
-        Some(len) => {
-            asked
-                || words
-                    .get(at + len)
-                    .is_some_and(|w| QUESTION_WORDS.contains(&w.as_str()))
-        }
-        None => false,
-    })
+    let asks = openings(&words, FIRST)
+        .chain(openings(&words, BEFORE_THAT))
+        .any(|end| asked || words.get(end).is_some_and(|w| is_question_word(w)));
+    asks
 }
 
-/// Phrases that put a request first in so many words (folded): [`BEFORE_THAT`] without `antes`
-/// alone, which also opens questions about what is pending (`antes de confirmar: …`).
+/// Phrases that put a request first in so many words (folded). Not `antes` alone
+/// ([`BEFORE_THAT`]), which also opens questions about what is pending (`antes de confirmar: …`).
 const FIRST: &[&str] = &[
     "before that",
     "before this",
@@ -156,20 +140,30 @@ const FIRST: &[&str] = &[
 /// `where is my order PED-17950 first?`): one of [`FIRST`] among its first six words or as its
 /// last, and a question mark or a question word after the phrase.
 pub fn puts_question_first(text: &str) -> bool {
-    let Some(clauses) = confirmation::clauses(text) else {
+    let Some((words, asked)) = words_and_mark(text) else {
         return false;
     };
-    let asked = text.contains(['?', '¿']);
-    let words: Vec<String> = clauses.concat();
     let last = words.last().is_some_and(|w| FIRST.contains(&w.as_str()));
-    let opening = (0..words.len().min(6)).find_map(|at| Some((at, longest(&words[at..], FIRST)?)));
-    (asked && last)
-        || opening.is_some_and(|(at, len)| {
-            asked
-                || words[at + len..]
-                    .iter()
-                    .any(|w| QUESTION_WORDS.contains(&w.as_str()))
-        })
+    let put_first = (asked && last)
+        || openings(&words, FIRST)
+            .any(|end| asked || words[end..].iter().any(|w| is_question_word(w)));
+    put_first
+}
+
+/// The folded words of `text`, and whether it carries a question mark.
+fn words_and_mark(text: &str) -> Option<(Vec<String>, bool)> {
+    let clauses = confirmation::clauses(text)?;
+    Some((clauses.concat(), text.contains(['?', '¿'])))
+}
+
+/// Where each of `phrases` found among the first six of `words` ends (an index into `words`).
+fn openings<'w>(words: &'w [String], phrases: &'w [&str]) -> impl Iterator<Item = usize> + 'w {
+    let head = words.len().min(6);
+    (0..head).filter_map(move |at| longest(&words[at..head], phrases).map(|len| at + len))
+}
+
+fn is_question_word(word: &str) -> bool {
+    QUESTION_WORDS.contains(&word)
 }
 
 /// Whether `text` asks the bot to wait (see the module's note).
