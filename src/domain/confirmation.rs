@@ -1195,9 +1195,16 @@ pub fn is_valediction(clause: &str) -> bool {
         return false;
     };
     let words: Vec<String> = words.into_iter().flatten().collect();
-    VALEDICTIONS
+    longest_phrase_at(&words, VALEDICTIONS) == Some(words.len())
+}
+
+/// The length in words of the longest of `phrases` that `words` starts with.
+fn longest_phrase_at(words: &[String], phrases: &[&[&str]]) -> Option<usize> {
+    phrases
         .iter()
-        .any(|p| p.len() == words.len() && p.iter().zip(&words).all(|(p, w)| p == w))
+        .filter(|p| words.len() >= p.len() && words.iter().zip(p.iter()).all(|(w, p)| w == p))
+        .map(|p| p.len())
+        .max()
 }
 
 /// Closings that take leave only once nothing is in flight: with a question pending they may
@@ -1403,22 +1410,14 @@ fn takes_leave(clause: &str, closings: bool) -> bool {
     let mut thanked = false;
     while at < words.len() {
         let rest = &words[at..];
-        let phrase = FAREWELL_PHRASES
-            .iter()
-            .chain(CLOSING_PHRASES.iter().filter(|_| closings))
-            .filter(|p| rest.len() >= p.len() && rest.iter().zip(p.iter()).all(|(w, p)| w == p))
-            .map(|p| p.len())
-            .max()
+        let phrase = longest_phrase_at(rest, FAREWELL_PHRASES)
+            .max(longest_phrase_at(rest, CLOSING_PHRASES).filter(|_| closings))
             .or_else(|| wish_at(rest, thanked))
             // After thanks, a wish of the time of day closes (`grato pela atenção. boa noite`):
             // no one greets after thanking.
             .or_else(|| thanked.then(|| time_of_day_at(rest)).flatten());
         let word = rest[0].as_str();
-        let valediction = VALEDICTIONS
-            .iter()
-            .filter(|p| rest.len() >= p.len() && rest.iter().zip(p.iter()).all(|(w, p)| w == p))
-            .map(|p| p.len())
-            .max();
+        let valediction = longest_phrase_at(rest, VALEDICTIONS);
         if let Some(len) = phrase {
             farewell = true;
             at += len;
@@ -1899,11 +1898,9 @@ fn emoji_word(c: char) -> Option<&'static str> {
         '👍' | '👌' | '✅' | '✔' | '☑' | '🆗' | '🙆' | '🤝' => Some("ok"),
         '👎' | '❌' | '✖' | '🚫' | '🙅' => Some("no"),
         '🤔' | '🤷' => Some("maybe"),
-        // Skin tones, variation selectors, the zero-width joiner and the gender signs of a
-        // joined emoji (`🤷‍♀️`).
-        '\u{1f3fb}'..='\u{1f3ff}' | '\u{fe0e}' | '\u{fe0f}' | '\u{200d}' | '♀' | '♂' => {
-            Some("")
-        }
+        // The text variation selector and the gender signs of a joined emoji (`🤷‍♀️`) too.
+        c if is_emoji_modifier(c) => Some(""),
+        '\u{fe0e}' | '♀' | '♂' => Some(""),
         c if is_face(c) => Some(FACE),
         _ => None,
     }
@@ -1921,6 +1918,11 @@ pub fn is_face(c: char) -> bool {
         | '\u{1f493}'..='\u{1f49f}'
         | '🧡'
         | '✨')
+}
+
+/// What tints or joins emoji: skin tones, the emoji variation selector, the zero-width joiner.
+pub fn is_emoji_modifier(c: char) -> bool {
+    matches!(c, '\u{1f3fb}'..='\u{1f3ff}' | '\u{fe0f}' | '\u{200d}')
 }
 
 fn is_punctuation(c: char) -> bool {

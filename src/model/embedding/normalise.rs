@@ -18,7 +18,7 @@
 //! more letters all in capitals (`they PROMISED`); words with digits (`PED-72158`) and short
 //! acronyms in a normal message (`CEP`, `PIX`) keep their case.
 
-use crate::domain::confirmation::is_face;
+use crate::domain::confirmation::{is_emoji_modifier, is_face};
 use crate::domain::parameter::is_laughter;
 
 /// `text` as it is embedded; the text itself when nothing changes, or when nothing would be left.
@@ -67,13 +67,12 @@ pub(super) fn for_embedding(text: &str) -> String {
 
 /// `token` without its faces and their modifiers; none when nothing else is left of it.
 fn without_faces(token: &str) -> Option<String> {
-    let modifier = |c: char| matches!(c, '\u{1f3fb}'..='\u{1f3ff}' | '\u{fe0f}' | '\u{200d}');
     if !token.chars().any(is_face) {
         return Some(token.to_owned());
     }
     let kept: String = token
         .chars()
-        .filter(|&c| !is_face(c) && !modifier(c))
+        .filter(|&c| !is_face(c) && !is_emoji_modifier(c))
         .collect();
     (!kept.is_empty()).then_some(kept)
 }
